@@ -1,0 +1,1 @@
+"""Cluster sources: scenario files and Kubernetes; snapshots, binds and evictions."""
