@@ -1,0 +1,104 @@
+"""Declared plugin arguments: their types, defaults, enums, and coercion of given values.
+
+The reference's configuration passes every argument as a string, so "1.5" given for a
+double and "true" for a bool are parsed here; anything else of the wrong type is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+ArgValue = str | int | float | bool
+ARG_TYPES = ("int", "uint", "double", "bool", "string")
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    type: str
+    default: ArgValue
+    enum: tuple[ArgValue, ...] | None = None
+    description: str = ""
+
+
+class ArgumentValues:
+    """What `args` is inside expressions: one attribute per declared argument."""
+
+    __slots__ = ("__dict__",)
+
+    def __init__(self, values: Mapping[str, ArgValue]) -> None:
+        self.__dict__.update(values)
+
+    def __repr__(self) -> str:
+        return f"ArgumentValues({self.__dict__!r})"
+
+    def as_dict(self) -> dict[str, ArgValue]:
+        return dict(self.__dict__)
+
+
+def coerce(arg_type: str, value: Any) -> ArgValue:
+    """`value` as an argument of `arg_type`; raises ValueError with a short reason."""
+    if arg_type == "string":
+        if isinstance(value, str):
+            return value
+    elif arg_type == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+    elif arg_type in ("int", "uint"):
+        return _coerce_int(arg_type, value)
+    elif arg_type == "double":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    raise ValueError(f"{value!r} is not a {arg_type}")
+
+
+def _coerce_int(arg_type: str, value: Any) -> int:
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = int(value.strip(), 0)
+        except ValueError:
+            number = None
+    if number is None:
+        raise ValueError(f"{value!r} is not an {arg_type}")
+    low, high = (0, 2**64 - 1) if arg_type == "uint" else _INT64
+    if not low <= number <= high:
+        raise ValueError(f"{value!r} is out of range for {arg_type}")
+    return number
+
+
+def check_value(arg: Argument, value: Any) -> ArgValue:
+    """Coerce and check against the enum; raises ValueError."""
+    coerced = coerce(arg.type, value)
+    if arg.enum is not None and coerced not in arg.enum:
+        allowed = ", ".join(repr(v) for v in arg.enum)
+        raise ValueError(f"{coerced!r} is not one of {allowed}")
+    return coerced
+
+
+def bind(declared: Mapping[str, Argument], given: Mapping[str, Any]) -> tuple[ArgumentValues, list[str]]:
+    """Defaults overridden by `given`; the second item lists the problems found, one per argument."""
+    values: dict[str, ArgValue] = {name: arg.default for name, arg in declared.items()}
+    problems: list[str] = []
+    for name, raw in given.items():
+        arg = declared.get(name)
+        if arg is None:
+            known = ", ".join(sorted(declared)) or "none"
+            problems.append(f"unknown argument {name!r} (declared: {known})")
+            continue
+        try:
+            values[name] = check_value(arg, raw)
+        except ValueError as err:
+            problems.append(f"argument {name!r}: {err}")
+    return ArgumentValues(values), problems

@@ -1,0 +1,252 @@
+"""Stage 3, parse: CEL text -> `tree` nodes, with a LALR grammar of our own (lark).
+
+Macros (`all`, `exists`, `exists_one`, `map`, `filter`, `has`) become their own nodes
+here; which names and functions exist is the checker's business.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import lark
+
+from kaipolicy.rules import tree as t
+
+GRAMMAR = r"""
+?start: expr
+?expr: or_expr QMARK or_expr ":" expr -> cond
+     | or_expr
+?or_expr: or_expr OR and_expr -> binary
+     | and_expr
+?and_expr: and_expr AND relation -> binary
+     | relation
+?relation: relation (LT | LE | GT | GE | EQ | NE | IN) addition -> binary
+     | addition
+?addition: addition (PLUS | MINUS) multiplication -> binary
+     | multiplication
+?multiplication: multiplication (STAR | SLASH | PERCENT) unary -> binary
+     | unary
+?unary: member
+     | (BANG | MINUS) unary -> unary
+?member: primary
+     | member "." IDENT -> select
+     | member "." IDENT "(" [args] ")" -> method
+     | member LBRACK expr "]" -> index
+?primary: IDENT -> ident
+     | "."? IDENT "(" [args] ")" -> call
+     | "(" expr ")"
+     | LBRACK [items] "]" -> list
+     | LBRACE [entries] "}" -> map
+     | UINT -> uint_lit
+     | FLOAT -> float_lit
+     | INT -> int_lit
+     | STRING -> string_lit
+     | BYTES -> bytes_lit
+     | TRUE -> true_lit
+     | FALSE -> false_lit
+     | NULL -> null_lit
+args: expr ("," expr)*
+items: expr ("," expr)* ","?
+entries: entry ("," entry)* ","?
+entry: expr ":" expr
+
+QMARK: "?"
+OR: "||"
+AND: "&&"
+LT: "<"
+LE: "<="
+GT: ">"
+GE: ">="
+EQ: "=="
+NE: "!="
+IN: "in"
+PLUS: "+"
+MINUS: "-"
+STAR: "*"
+SLASH: "/"
+PERCENT: "%"
+BANG: "!"
+LBRACK: "["
+LBRACE: "{"
+TRUE: "true"
+FALSE: "false"
+NULL: "null"
+IDENT: /[_a-zA-Z][_a-zA-Z0-9]*/
+FLOAT.3: /([0-9]+\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|\.[0-9]+([eE][+-]?[0-9]+)?)/
+UINT.3: /(0x[0-9a-fA-F]+|[0-9]+)[uU]/
+INT.2: /0x[0-9a-fA-F]+|[0-9]+/
+STRING: /[rR]?("{3}(.|\n)*?"{3}|'{3}(.|\n)*?'{3}|"([^"\\\n]|\\.)*"|'([^'\\\n]|\\.)*')/
+BYTES: /([bB][rR]?|[rR][bB])("{3}(.|\n)*?"{3}|'{3}(.|\n)*?'{3}|"([^"\\\n]|\\.)*"|'([^'\\\n]|\\.)*')/
+COMMENT: /\/\/[^\n]*/
+%ignore /[ \t\n\r\f]+/
+%ignore COMMENT
+"""
+MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+INT64_MAX = 2**63 - 1
+_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+                   "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
+
+
+class ParseError(Exception):
+    """A syntax error at character offset `pos` of the expression."""
+
+    def __init__(self, pos: int, message: str) -> None:
+        super().__init__(message)
+        self.pos = pos
+        self.message = message
+
+
+@lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    return lark.Lark(GRAMMAR, parser="lalr", lexer="contextual", maybe_placeholders=True)
+
+
+def parse(text: str) -> t.Expr:
+    """The tree of one CEL expression; raises ParseError with the offset of the problem."""
+    try:
+        raw = _parser().parse(text)
+    except lark.UnexpectedCharacters as err:
+        raise ParseError(err.pos_in_stream, f"unexpected character {text[err.pos_in_stream]!r}") from None
+    except lark.UnexpectedEOF:
+        raise ParseError(len(text.rstrip()), "unexpected end of expression") from None
+    except lark.UnexpectedToken as err:
+        pos = err.token.start_pos if err.token.start_pos is not None else len(text)
+        what = "end of expression" if err.token.type == "$END" else repr(str(err.token))
+        raise ParseError(pos, f"unexpected {what}") from None
+    node = _Build().transform(raw)
+    for item in t.walk(node):
+        if isinstance(item, t.Literal) and item.kind == "int" and not -INT64_MAX - 1 <= item.value <= INT64_MAX:
+            raise ParseError(item.pos, "integer literal out of range")
+        if isinstance(item, t.Literal) and item.kind == "uint" and not 0 <= item.value < 2**64:
+            raise ParseError(item.pos, "uint literal out of range")
+    return node
+
+
+def _pos(token: Any) -> int:
+    return int(token.start_pos) if isinstance(token, lark.Token) and token.start_pos is not None else 0
+
+
+class _Build(lark.Transformer[Any, t.Expr]):
+    """Bottom-up: lark's parse tree -> tree nodes."""
+
+    def cond(self, c: list[Any]) -> t.Expr:
+        return t.Cond(_pos(c[1]), c[0], c[2], c[3])
+
+    def binary(self, c: list[Any]) -> t.Expr:
+        return t.Binary(_pos(c[1]), str(c[1]), c[0], c[2])
+
+    def unary(self, c: list[Any]) -> t.Expr:
+        op, operand = str(c[0]), c[1]
+        if op == "-" and isinstance(operand, t.Literal) and operand.kind in ("int", "double"):
+            return t.Literal(_pos(c[0]), -operand.value, operand.kind)
+        return t.Unary(_pos(c[0]), op, operand)
+
+    def select(self, c: list[Any]) -> t.Expr:
+        return t.Select(_pos(c[1]), c[0], str(c[1]))
+
+    def index(self, c: list[Any]) -> t.Expr:
+        return t.Index(_pos(c[1]), c[0], c[2])
+
+    def ident(self, c: list[Any]) -> t.Expr:
+        return t.Ident(_pos(c[0]), str(c[0]))
+
+    def args(self, c: list[Any]) -> list[t.Expr]:
+        return list(c)
+
+    def items(self, c: list[Any]) -> list[t.Expr]:
+        return [item for item in c if isinstance(item, t.Expr)]
+
+    def entries(self, c: list[Any]) -> list[tuple[t.Expr, t.Expr]]:
+        return [item for item in c if isinstance(item, tuple)]
+
+    def entry(self, c: list[Any]) -> tuple[t.Expr, t.Expr]:
+        return (c[0], c[1])
+
+    def list(self, c: list[Any]) -> t.Expr:
+        return t.ListLit(_pos(c[0]), c[1] or [])
+
+    def map(self, c: list[Any]) -> t.Expr:
+        return t.MapLit(_pos(c[0]), c[1] or [])
+
+    def call(self, c: list[Any]) -> t.Expr:
+        name, args = c[0], c[1] or []
+        if str(name) == "has":
+            if len(args) != 1 or not isinstance(args[0], t.Select):
+                raise ParseError(_pos(name), "has() takes one field selection, like has(x.f)")
+            return t.Has(_pos(name), args[0].operand, args[0].field)
+        return t.Call(_pos(name), str(name), None, args)
+
+    def method(self, c: list[Any]) -> t.Expr:
+        target, name, args = c[0], str(c[1]), c[2] or []
+        if name in MACROS and args and isinstance(args[0], t.Ident):
+            return self._macro(_pos(c[1]), name, target, args)
+        return t.Call(_pos(c[1]), name, target, args)
+
+    def _macro(self, pos: int, name: str, target: t.Expr, args: list[t.Expr]) -> t.Expr:
+        var = args[0].name if isinstance(args[0], t.Ident) else ""
+        if name == "map" and len(args) in (2, 3):
+            pred = args[1] if len(args) == 3 else None
+            return t.Comprehension(pos, name, target, var, pred, args[-1])
+        if len(args) != 2:
+            raise ParseError(pos, f"macro {name}() takes a variable and one expression")
+        return t.Comprehension(pos, name, target, var, args[1], None)
+
+    def int_lit(self, c: list[Any]) -> t.Expr:
+        return t.Literal(_pos(c[0]), int(str(c[0]), 0), "int")
+
+    def uint_lit(self, c: list[Any]) -> t.Expr:
+        return t.Literal(_pos(c[0]), int(str(c[0])[:-1], 0), "uint")
+
+    def float_lit(self, c: list[Any]) -> t.Expr:
+        return t.Literal(_pos(c[0]), float(str(c[0])), "double")
+
+    def string_lit(self, c: list[Any]) -> t.Expr:
+        return t.Literal(_pos(c[0]), _unquote(str(c[0]), _pos(c[0])), "string")
+
+    def bytes_lit(self, c: list[Any]) -> t.Expr:
+        text = str(c[0])
+        body = text[1:] if text[0] in "bB" else text[0] + text[2:]
+        return t.Literal(_pos(c[0]), _unquote(body, _pos(c[0])).encode("utf-8"), "bytes")
+
+    def true_lit(self, c: list[Any]) -> t.Expr:
+        return t.Literal(_pos(c[0]), True, "bool")
+
+    def false_lit(self, c: list[Any]) -> t.Expr:
+        return t.Literal(_pos(c[0]), False, "bool")
+
+    def null_lit(self, c: list[Any]) -> t.Expr:
+        return t.Literal(_pos(c[0]), None, "null")
+
+
+def _unquote(text: str, pos: int) -> str:
+    raw = text[0] in "rR"
+    body = text[1:] if raw else text
+    quote = 3 if body[:3] in ('"""', "'''") else 1
+    body = body[quote:-quote]
+    return body if raw else _unescape(body, pos)
+
+
+def _unescape(body: str, pos: int) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        nxt = body[i + 1:i + 2]
+        if nxt in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[nxt])
+            i += 2
+        elif nxt in ("x", "u", "U"):
+            width = {"x": 2, "u": 4, "U": 8}[nxt]
+            out.append(chr(int(body[i + 2:i + 2 + width], 16)))
+            i += 2 + width
+        elif nxt.isdigit():
+            out.append(chr(int(body[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            raise ParseError(pos, f"invalid escape sequence '\\{nxt}'")
+    return "".join(out)
