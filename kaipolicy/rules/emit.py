@@ -1,0 +1,201 @@
+"""Scalar code generation: a checked tree -> one Python expression (source text).
+
+Names the generated code uses (helpers, vocabulary functions, constants) are put in a
+namespace dict that `compile` executes the source in. Types from the checker pick the
+cheapest correct form: typed double arithmetic is plain Python, int arithmetic checks
+for 64-bit overflow, dyn operands go through run-time dispatch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from kaipolicy.rules import runtime as rt
+from kaipolicy.rules import tree as t
+from kaipolicy.rules.vocabulary import TypeSpec, Vocabulary, list_elem, map_kv
+
+HELPERS: dict[str, Any] = {
+    "_rt": rt, "_ovf": rt.overflow, "_idiv": rt.idiv, "_imod": rt.imod, "_fdiv": rt.fdiv, "_neg": rt.neg,
+    "_arith": rt.arith, "_and": rt.and_, "_or": rt.or_, "_all": rt.all_, "_exists": rt.exists,
+    "_exists_one": rt.exists_one, "_lidx": rt.list_index, "_idx": rt.index, "_sel": rt.select,
+    "_has": rt.has, "_matches": rt.matches, "_min": rt.min_, "_max": rt.max_, "_u64": rt.uint_check,
+}
+CONVERT = {"int": "_rt.to_int", "uint": "_rt.to_uint", "double": "_rt.to_double", "string": "_rt.to_string",
+           "bool": "_rt.to_bool", "bytes": "_rt.to_bytes", "dyn": ""}
+_SAFE_LEAVES = (t.Literal, t.Ident)
+
+
+class Emitter:
+    """Emits one Python expression per tree; `names` maps CEL variables to Python parameters."""
+
+    def __init__(self, vocabulary: Vocabulary, types: Mapping[str, TypeSpec], namespace: dict[str, Any],
+                 names: Mapping[str, str]) -> None:
+        self.vocabulary = vocabulary
+        self.types = types
+        self.ns = namespace
+        self.names = dict(names)
+        self._counter = 0
+
+    def fresh(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+    def const(self, value: Any) -> str:
+        if isinstance(value, float) and not math.isfinite(value) or not isinstance(
+                value, (int, float, str, bytes, bool, type(None))):
+            name = self.fresh("_k")
+            self.ns[name] = value
+            return name
+        return repr(value)
+
+    def emit(self, node: t.Expr) -> str:
+        method = getattr(self, "_" + type(node).__name__.lower())
+        return str(method(node))
+
+    def _literal(self, node: t.Literal) -> str:
+        return self.const(node.value)
+
+    def _ident(self, node: t.Ident) -> str:
+        return self.names.get(node.name, "v_" + node.name)
+
+    def _select(self, node: t.Select) -> str:
+        operand = self.emit(node.operand)
+        spec = self.types.get(node.operand.type)
+        if spec is not None:
+            attr = spec.fields[node.field].attr
+            return f"{operand}.{attr}" if attr.isidentifier() else f"getattr({operand}, {attr!r})"
+        if map_kv(node.operand.type) is not None:
+            return f"{operand}[{node.field!r}]"
+        return f"_sel({operand}, {node.field!r})"
+
+    def _has(self, node: t.Has) -> str:
+        operand = self.emit(node.operand)
+        spec = self.types.get(node.operand.type)
+        if spec is not None:
+            return f"(getattr({operand}, {spec.fields[node.field].attr!r}, None) is not None)"
+        return f"_has({operand}, {node.field!r})"
+
+    def _index(self, node: t.Index) -> str:
+        operand, index = self.emit(node.operand), self.emit(node.index)
+        if list_elem(node.operand.type) is not None:
+            return f"_lidx({operand}, {index})"
+        if map_kv(node.operand.type) is not None:
+            return f"{operand}[{index}]"
+        return f"_idx({operand}, {index})"
+
+    def _listlit(self, node: t.ListLit) -> str:
+        return "[" + ", ".join(self.emit(i) for i in node.items) + "]"
+
+    def _maplit(self, node: t.MapLit) -> str:
+        return "{" + ", ".join(f"{self.emit(k)}: {self.emit(v)}" for k, v in node.entries) + "}"
+
+    def _unary(self, node: t.Unary) -> str:
+        operand = self.emit(node.operand)
+        if node.op == "!":
+            return f"(not {operand})"
+        if node.operand.type == "int":
+            return f"_neg({operand})"
+        if node.operand.type == "double":
+            return f"(-{operand})"
+        return f"_arith('-', 0 if isinstance({operand}, int) else 0.0, {operand})"
+
+    def _cond(self, node: t.Cond) -> str:
+        return f"({self.emit(node.then)} if {self.emit(node.cond)} else {self.emit(node.other)})"
+
+    def _binary(self, node: t.Binary) -> str:
+        left, right = self.emit(node.left), self.emit(node.right)
+        op, lt, rt_ = node.op, node.left.type, node.right.type
+        if op in ("&&", "||"):
+            if can_fail(node.left):
+                helper = "_and" if op == "&&" else "_or"
+                return f"{helper}(lambda: {left}, lambda: {right})"
+            return f"({left} {'and' if op == '&&' else 'or'} {right})"
+        if op in ("==", "!=", "<", "<=", ">", ">=", "in"):
+            return f"({left} {op} {right})"
+        return self._arith(op, left, right, lt if lt != "dyn" else rt_, lt == "dyn" or rt_ == "dyn")
+
+    def _arith(self, op: str, left: str, right: str, typ: str, dynamic: bool) -> str:
+        if dynamic:
+            return f"_arith({op!r}, {left}, {right})"
+        if typ == "double":
+            return f"_fdiv({left}, {right})" if op == "/" else f"({left} {op} {right})"
+        if typ == "int":
+            if op in "/%":
+                return f"{'_idiv' if op == '/' else '_imod'}({left}, {right})"
+            tmp = self.fresh("_t")
+            return f"({tmp} if {rt.INT_MIN} <= ({tmp} := {left} {op} {right}) <= {rt.INT_MAX} else _ovf())"
+        if typ == "uint":
+            if op == "/":
+                return f"_idiv({left}, {right})"
+            if op == "%":
+                return f"_imod({left}, {right})"
+            return f"_u64({left} {op} {right})"
+        return f"({left} {op} {right})"
+
+    def _comprehension(self, node: t.Comprehension) -> str:
+        rng = self.emit(node.range)
+        var = self.fresh(f"c_{node.var}_")
+        saved = self.names.get(node.var)
+        self.names[node.var] = var
+        try:
+            pred = self.emit(node.pred) if node.pred is not None else None
+            result = self.emit(node.result) if node.result is not None else None
+        finally:
+            if saved is None:
+                del self.names[node.var]
+            else:
+                self.names[node.var] = saved
+        if node.macro in ("all", "exists", "exists_one"):
+            return f"_{node.macro}({rng}, lambda {var}: {pred})"
+        cond = f" if {pred}" if pred is not None else ""
+        return f"[{result or var} for {var} in {rng}{cond}]"
+
+    def _call(self, node: t.Call) -> str:
+        args = [self.emit(a) for a in node.args]
+        spec = self.vocabulary.functions.get(node.name) if node.target is None else None
+        if spec is not None:
+            name = self.fresh("_f")
+            self.ns[name] = spec.impl
+            return f"{name}({', '.join(args)})"
+        if node.target is not None:
+            args.insert(0, self.emit(node.target))
+        return self._builtin(node, args)
+
+    def _builtin(self, node: t.Call, args: list[str]) -> str:
+        name = node.name
+        if name == "size":
+            return f"len({args[0]})"
+        if name in ("startsWith", "endsWith"):
+            return f"{args[0]}.{name.lower()}({args[1]})"
+        if name == "contains":
+            return f"({args[1]} in {args[0]})"
+        if name == "matches":
+            pattern = node.args[-1]
+            if isinstance(pattern, t.Literal) and isinstance(pattern.value, str):
+                compiled = self.fresh("_re")
+                self.ns[compiled] = rt.regex(pattern.value)
+                return f"({compiled}.search({args[0]}) is not None)"
+            return f"_matches({args[0]}, {args[1]})"
+        if name in ("min", "max"):
+            return f"_{name}({', '.join(args)})"
+        helper = CONVERT[name]
+        return f"{helper}({args[0]})" if helper else args[0]
+
+
+def can_fail(node: t.Expr) -> bool:
+    """Whether evaluating `node` may raise (decides if `&&`/`||` need error absorption)."""
+    if isinstance(node, _SAFE_LEAVES):
+        return False
+    if isinstance(node, (t.Index, t.Call, t.Comprehension)):
+        return True
+    if isinstance(node, t.Select) and node.operand.type in ("dyn",) or (
+            isinstance(node, t.Select) and map_kv(node.operand.type) is not None):
+        return True
+    if isinstance(node, t.Binary) and node.op in "+-*/%" and node.type != "double":
+        return True
+    if isinstance(node, t.Unary) and node.op == "-" and node.type != "double":
+        return True
+    if isinstance(node, (t.Binary, t.Unary)) and "dyn" in (node.type, *(c.type for c in node.children())):
+        return True
+    return any(can_fail(child) for child in node.children())

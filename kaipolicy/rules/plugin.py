@@ -1,0 +1,111 @@
+"""One rule file through every stage: source, schema, parse, check, cost, compile.
+
+Problems from every stage and every rule are collected; a file with any error yields
+no plugin. `CompiledPlugin` is the result for a file that compiled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+from kaipolicy.rules.arguments import Argument
+from kaipolicy.rules.check import Checker, result_problem
+from kaipolicy.rules.compile import CompiledRule, RuleInput, compile_rule
+from kaipolicy.rules.cost import estimate
+from kaipolicy.rules.diagnostics import WARNING, Diagnostic, has_errors
+from kaipolicy.rules.parse import ParseError, parse
+from kaipolicy.rules.schema import PluginSpec, RuleSpec, check_structure
+from kaipolicy.rules.source import SourceFile, read_source
+from kaipolicy.rules.tree import Expr
+from kaipolicy.rules.vocabulary import FieldSpec, TypeSpec, Vocabulary
+
+ARGS_TYPE = "Args"
+
+
+@dataclass(frozen=True)
+class CompiledPlugin:
+    name: str
+    file: str
+    description: str
+    reference: str
+    arguments: dict[str, Argument]
+    rules: tuple[CompiledRule, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class Options:
+    vocabulary: Vocabulary
+    vector_names: frozenset[str]
+    cost_limit: int
+
+
+def compile_file(path: str, options: Options, text: str | None = None
+                 ) -> tuple[CompiledPlugin | None, list[Diagnostic]]:
+    src, diags = read_source(path, text)
+    if src.data is None:
+        return None, diags
+    spec, structural = check_structure(src)
+    diags += structural
+    if spec is None:
+        return None, diags
+    types = {ARGS_TYPE: TypeSpec(ARGS_TYPE, {n: FieldSpec(n, a.type, n) for n, a in spec.arguments.items()})}
+    rules = []
+    for rule in spec.rules:
+        compiled, rule_diags = _compile_rule(src, spec, rule, options, types)
+        diags += rule_diags
+        if compiled is not None:
+            rules.append(compiled)
+    if has_errors(diags):
+        return None, diags
+    plugin = CompiledPlugin(spec.name, src.path, spec.description, spec.reference, spec.arguments,
+                            tuple(rules), src.text)
+    return plugin, diags
+
+
+def _compile_rule(src: SourceFile, spec: PluginSpec, rule: RuleSpec, options: Options,
+                  types: dict[str, TypeSpec]) -> tuple[CompiledRule | None, list[Diagnostic]]:
+    diags: list[Diagnostic] = []
+    trees: dict[str, Expr] = {}
+    for key, text in rule.expressions.items():
+        try:
+            trees[key] = parse(text)
+        except ParseError as err:
+            line, col = src.expr_place(rule.path(key), err.pos)
+            diags.append(src.diagnostic("E201", f"syntax error: {err.message}", line, col, rule=rule.name))
+    vocabulary = options.vocabulary
+    variables = {n: vocabulary.variables.get(n, "dyn") for n in rule.hook.names}
+    variables |= {"args": ARGS_TYPE, "cluster": vocabulary.variables.get("cluster", "dyn")}
+    checker = Checker(vocabulary, variables, types, options.vector_names & set(rule.hook.names))
+    vectorizable, cost = True, 0
+    for key, tree in trees.items():
+        checked = checker.check(tree)
+        for problem in checked.problems:
+            line, col = src.expr_place(rule.path(key), problem.pos)
+            diags.append(src.diagnostic(problem.code, problem.message, line, col, rule=rule.name))
+        wrong = result_problem(key, checked.type) if not checked.problems else None
+        if wrong is not None:
+            line, col = src.expr_place(rule.path(key), 0)
+            diags.append(src.diagnostic("E306", wrong, line, col, rule=rule.name))
+        novec = checked.not_vectorizable
+        if novec is not None and key != "message" and vectorizable:
+            vectorizable = False
+            line, col = src.expr_place(rule.path(key), novec.pos)
+            diags.append(src.diagnostic(novec.code, novec.message, line, col, rule=rule.name, severity=WARNING))
+        cost = max(cost, _cost(src, rule, key, tree, options.cost_limit, diags))
+    if has_errors(diags):
+        return None, diags
+    data = RuleInput(rule.name, rule.hook, src.path, rule.line, rule.weight, rule.description, rule.builtin,
+                     rule.with_args, cost)
+    return compile_rule(data, trees, vocabulary, dict(vocabulary.types) | types, vectorizable,
+                        options.vector_names), diags
+
+
+def _cost(src: SourceFile, rule: RuleSpec, key: str, tree: Expr, limit: int, diags: list[Diagnostic]) -> int:
+    cost = estimate(tree)
+    if cost > limit:
+        line, col = src.expr_place(rule.path(key), 0)
+        msg = f"{key!r} costs {cost}, over the limit of {limit}"
+        diags.append(src.diagnostic("E401", msg, line, col, rule=rule.name))
+    return cost
