@@ -179,3 +179,24 @@ def _vector_function(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: V
     # numpy follows IEEE for doubles (x/0.0 = inf) as CEL does, so its warnings are silenced
     return _function("_make_vector", params, guard, f"_vres({body}, _n)", prelude=f"_n = {count}",
                      context="_np.errstate(all='ignore')")
+
+
+def compile_expression(tree: t.Expr, variables: tuple[str, ...], vocabulary: Vocabulary,
+                       types: Mapping[str, TypeSpec], *, vector_names: frozenset[str] = frozenset(),
+                       name: str = "<expression>") -> tuple[Callable[..., Any], Callable[..., Any] | None]:
+    """A lone checked expression as (scalar, vector) functions of `variables`, positionally.
+
+    The vector function exists when some variable is in `vector_names`; it is used by tests
+    and tools, while rule files go through compile_rule.
+    """
+    params = ", ".join("v_" + n for n in variables)
+    ns: dict[str, Any] = {**HELPERS, **VECTOR_HELPERS, "_fail": failure(name, "<expression>", 1)}
+    source = _function("_make_scalar", params, None, Emitter(vocabulary, types, ns, {}).emit(tree))
+    per_node = [n for n in variables if n in vector_names]
+    if per_node:
+        body = f"_vres({VectorEmitter(vocabulary, types, ns, {}).emit(tree)}, _n)"
+        source += "\n" + _function("_make_vector", params, None, body, prelude=f"_n = len(v_{per_node[0]})",
+                                   context="_np.errstate(all='ignore')")
+    exec(compile(source, f"<rule {name}>", "exec"), ns)  # noqa: S102 - generated code
+    vector = ns["_make_vector"](None, None) if per_node else None
+    return ns["_make_scalar"](None, None), vector

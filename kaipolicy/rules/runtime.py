@@ -46,7 +46,7 @@ def describe(err: BaseException) -> str:
     if isinstance(err, IndexError):
         return "index out of range"
     if isinstance(err, ZeroDivisionError):
-        return "division by zero"
+        return str(err) or "division by zero"
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 

@@ -1,0 +1,50 @@
+"""One CEL expression outside a rule file: parse, check and compile it in one call.
+
+For tests, benchmarks and tools (`kaipolicy explain` may evaluate ad-hoc expressions);
+problems raise RuleError with diagnostics placed in the expression text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from kaipolicy.errors import RuleError
+from kaipolicy.rules.check import Checker
+from kaipolicy.rules.compile import compile_expression
+from kaipolicy.rules.diagnostics import ERROR, Diagnostic
+from kaipolicy.rules.parse import ParseError, parse
+from kaipolicy.rules.vocabulary import Vocabulary
+
+
+@dataclass(frozen=True)
+class Expression:
+    text: str
+    type: str
+    variables: tuple[str, ...]
+    scalar: Callable[..., Any]
+    vector: Callable[..., Any] | None   # None when not vectorizable or no per-node variable
+    note: str = ""                       # why it cannot be vectorised
+
+
+def _diagnostic(text: str, code: str, pos: int, message: str) -> Diagnostic:
+    return Diagnostic(code, ERROR, "<expression>", 1, pos + 1, message, "", text.splitlines()[0] if text else "")
+
+
+def compile_text(text: str, variables: Mapping[str, str], vocabulary: Vocabulary | None = None, *,
+                 vector_names: frozenset[str] = frozenset()) -> Expression:
+    """Compile `text` over typed `variables` (name -> type); callables take them in that order."""
+    vocabulary = vocabulary or Vocabulary()
+    try:
+        tree = parse(text)
+    except ParseError as err:
+        raise RuleError([_diagnostic(text, "E201", err.pos, f"syntax error: {err.message}")]) from None
+    checked = Checker(vocabulary, variables, vector_names=vector_names).check(tree)
+    if checked.problems:
+        raise RuleError([_diagnostic(text, p.code, p.pos, p.message) for p in checked.problems])
+    names = tuple(variables)
+    scalar, vector = compile_expression(tree, names, vocabulary, vocabulary.types,
+                                        vector_names=vector_names if checked.not_vectorizable is None
+                                        else frozenset())
+    note = checked.not_vectorizable.message if checked.not_vectorizable else ""
+    return Expression(text, checked.type, names, scalar, vector, note)

@@ -1,0 +1,183 @@
+"""The names rules see: the model's types and fields, and the functions rules may call.
+
+Fields map CEL names to attributes of the model objects (a `Node` in scalar mode, a
+`NodeVector` of arrays in vector mode). Functions that need the session take `cluster`,
+the session itself, as their first argument, so a rule shows what it consults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kaipolicy.api.job import Job
+from kaipolicy.api.node import Node
+from kaipolicy.api.task import Task
+from kaipolicy.builtins import affinity, capacity, gpusharing, topology
+from kaipolicy.framework.nodetable import NodeVector
+from kaipolicy.framework.tasks import tasks_to_allocate
+from kaipolicy.rules.vocabulary import FieldSpec, FunctionSpec, TypeSpec, Vocabulary
+from kaipolicy.rules.vocabulary import snake_case as _snake
+
+
+def _type(name: str, doc: str, fields: dict[str, tuple[str, str] | str]) -> TypeSpec:
+    specs = {}
+    for cel, t in fields.items():
+        ctype, attr = (t, _snake(cel)) if isinstance(t, str) else t
+        specs[cel] = FieldSpec(cel, ctype, attr)
+    return TypeSpec(name, specs, doc)
+
+
+TYPES = {
+    "Task": _type("Task", "A pod.", {
+        "name": "string", "namespace": "string", "status": ("string", "state"), "gpus": "double",
+        "gpuMemoryMiB": ("int", "gpu_memory_mib"), "gpuDevices": "int", "cpuMillis": "double",
+        "memoryBytes": "double", "cpuOnly": "bool", "sharedGpu": "bool", "migRequest": "bool",
+        "labels": "map<string,string>", "nodeAffinity": ("list<string>", "node_affinity"),
+        "legacyMig": "bool", "subGroup": "string",
+    }),
+    "Job": _type("Job", "A pod group.", {
+        "name": "string", "namespace": "string", "queue": "string", "priority": "int",
+        "preemptible": "bool", "elasticState": ("int", "elastic"), "minAvailable": "int",
+    }),
+    "PodSet": _type("PodSet", "A sub-group holding pods, its own gang.", {
+        "name": "string", "minAvailable": "int", "allocated": ("int", "active_allocated"),
+        "gangSatisfied": ("bool", "satisfied"), "allocationRatio": "double",
+    }),
+    "SubGroup": _type("SubGroup", "A sub-group of sub-groups.", {"name": "string"}),
+    "Queue": _type("Queue", "A queue or department.", {"name": "string", "priority": "int"}),
+    "Node": _type("Node", "A node and what is free on it.", {
+        "name": "string", "labels": "map<string,string>", "idleGpus": "double", "releasingGpus": "double",
+        "freeGpus": "double", "allocatableGpus": "double", "gpuCount": "int", "freeCpuMillis": "double",
+        "allocatableCpuMillis": "double", "freeMemoryBytes": "double", "allocatableMemoryBytes": "double",
+        "freePods": "double", "gpuMemoryMiB": ("int", "gpu_memory"), "gpuMemorySynced": "bool",
+        "unschedulable": "bool", "cpuOnly": "bool", "migEnabled": "bool", "migStrategy": "string",
+    }),
+    "Gpu": _type("Gpu", "One candidate GPU on a node for a shared task.", {
+        "whole": "bool", "usedPortion": "double", "group": "string",
+    }),
+    "Cluster": TypeSpec("Cluster", {}, "The session; pass it to functions that consult it."),
+    "Scenario": TypeSpec("Scenario", {}, "A victim scenario (eviction actions)."),
+}
+
+VARIABLES = {"task": "Task", "job": "Job", "node": "Node", "queue": "Queue", "podSet": "PodSet",
+             "subGroup": "SubGroup", "gpu": "Gpu", "victim": "Job", "cluster": "Cluster",
+             "scenario": "Scenario"}
+
+
+# ---- functions --------------------------------------------------------------------------------
+def _over_nodes(fn: Any) -> Any:
+    """Vector form of a per-node function: call it for each node of the NodeVector."""
+    def vector(*args: Any) -> np.ndarray:
+        nv = next(a for a in args if isinstance(a, NodeVector))
+        out = [fn(*[n if a is nv else a for a in args]) for n in nv.nodes]
+        return np.asarray(out)
+    return vector
+
+
+def _fits_idle(task: Task, node: Node) -> bool:
+    return node.fits_idle(task)
+
+
+def _fits_shared_group(task: Task, node: Node) -> bool:
+    return any(node.fits_on_group(task.request, g) for g in node.shared_used)
+
+
+def _binpack(free: float, allocatable: float) -> float:
+    raise ValueError("placement.binpack compares nodes with each other: it runs in vector mode only")
+
+
+def _binpack_vector(free: Any, allocatable: Any) -> np.ndarray:
+    free = np.asarray(free, dtype=float)
+    allocatable = np.broadcast_to(np.asarray(allocatable, dtype=float), free.shape)
+    counted = allocatable != 0
+    if not counted.any():
+        return np.zeros(free.shape)
+    lo, hi = free[counted].min(), free[counted].max()
+    if hi == 0:
+        return np.zeros(free.shape)
+    if lo == hi:
+        return np.where(counted, 9.0, 0.0)
+    return np.where(counted, 9.0 * (1 - (free - lo) / (hi - lo)), 0.0)
+
+
+def _spread(free: Any, total: Any) -> Any:
+    free = np.asarray(free, dtype=float)
+    total = np.asarray(total, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(total == 0, 0.0, free / np.where(total == 0, 1.0, total))
+    return out if out.ndim else float(out)
+
+
+def _cap_on_node(cluster: Any, task: Task, job: Job, node: Node) -> str:
+    out = cluster.task_over_capacity_on_node(task, job, node)
+    return "" if out.ok else out.message
+
+
+def _task_over_limit_on_node(cluster: Any, task: Task, job: Job, node: Node) -> str:
+    return capacity.task_on_node_over_capacity(cluster.shares, task, job, node) or ""
+
+
+def _job_over_capacity(cluster: Any, job: Job) -> str:
+    tasks = tasks_to_allocate(cluster, job, True)
+    return capacity.job_over_capacity(cluster.shares, job, tasks) or ""
+
+
+def _np_over_quota(cluster: Any, job: Job) -> str:
+    tasks = tasks_to_allocate(cluster, job, True)
+    return capacity.job_non_preemptible_over_quota(cluster.shares, job, tasks) or ""
+
+
+def _queue_key(cluster: Any, queue: Any, job: Any) -> list[Any]:
+    return cluster.queue_order_key(queue, job)
+
+
+def _needs_new_group(cluster: Any, task: Task, node: Node) -> bool:
+    return gpusharing.needs_new_group(node, task, lambda g: cluster.gpu_score(task, node, g))
+
+
+def _pod_affinity(cluster: Any, task: Task, node: Node) -> bool:
+    return affinity.pod_affinity_fits(cluster.cluster, task, node)
+
+
+def _topology_score(cluster: Any, task: Task, job: Job, node: Node) -> float:
+    return topology.preferred_score(cluster, task, job, node)
+
+
+def _f(name: str, params: tuple[str, ...], result: str, impl: Any, vector: Any = None, doc: str = "") -> FunctionSpec:
+    return FunctionSpec(name, params, result, impl, vector, doc)
+
+
+FUNCTIONS = {f.name: f for f in (
+    _f("fits.idle", ("Task", "Node"), "bool", _fits_idle, _over_nodes(_fits_idle),
+       "The task fits on the node's idle resources now (no waiting for releasing pods)."),
+    _f("fits.sharedGroup", ("Task", "Node"), "bool", _fits_shared_group, _over_nodes(_fits_shared_group),
+       "An existing shared-GPU group on the node has room for the task."),
+    _f("nodes.resourceTypeError", ("Task", "Node"), "string", affinity.resource_type_error,
+       _over_nodes(affinity.resource_type_error),
+       "Why the node's kind of GPUs (none, whole, MIG) cannot serve the task; '' when it can."),
+    _f("placement.binpack", ("double", "double"), "double", _binpack, _binpack_vector,
+       "9 x (1 - (free - min) / (max - min)) over the candidate nodes (vector mode only)."),
+    _f("placement.spread", ("double", "double"), "double", _spread, _spread, "free / total, 0 when total is 0."),
+    _f("affinity.nodeMatches", ("Task", "Node"), "bool", affinity.node_affinity_matches,
+       _over_nodes(affinity.node_affinity_matches), "The node satisfies the task's required node affinity."),
+    _f("affinity.podFits", ("Cluster", "Task", "Node"), "bool", _pod_affinity, _over_nodes(_pod_affinity),
+       "The task's required pod affinity and anti-affinity hold on the node."),
+    _f("capacity.onNode", ("Cluster", "Task", "Job", "Node"), "string", _cap_on_node, _over_nodes(_cap_on_node),
+       "The session's taskOverCapacityOnNode verdict: '' when the queue may take the task on this node."),
+    _f("capacity.taskOverLimitOnNode", ("Cluster", "Task", "Job", "Node"), "string", _task_over_limit_on_node,
+       _over_nodes(_task_over_limit_on_node), "Queue limit or non-preemptible quota exceeded by this task here."),
+    _f("capacity.jobOverCapacity", ("Cluster", "Job"), "string", _job_over_capacity, None,
+       "Queue limit or non-preemptible quota exceeded by the job's next tasks; '' when not."),
+    _f("capacity.nonPreemptibleOverQuota", ("Cluster", "Job"), "string", _np_over_quota, None,
+       "A non-preemptible job's next tasks would exceed its queue's deserved quota; '' when not."),
+    _f("fairshare.queueOrderKey", ("Cluster", "Queue", "Job"), "list<dyn>", _queue_key, None,
+       "The proportion plugin's queue order as a sortable key."),
+    _f("gpu.needsNewGroup", ("Cluster", "Task", "Node"), "bool", _needs_new_group, _over_nodes(_needs_new_group),
+       "Placing this shared task on the node would open a new GPU group (it needs a reservation pod slot)."),
+    _f("topology.preferredScore", ("Cluster", "Task", "Job", "Node"), "double", _topology_score,
+       _over_nodes(_topology_score), "Preference for nodes inside the job's preferred topology domain."),
+)}
+
+VOCABULARY = Vocabulary(types=TYPES, variables=VARIABLES, functions=FUNCTIONS)

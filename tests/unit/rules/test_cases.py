@@ -1,0 +1,102 @@
+"""The CEL case tables (tests/rules/cases/*.yaml) through our compiler, with celpy as the oracle."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+from celpy import celtypes
+
+from kaipolicy.errors import RuleError
+from kaipolicy.rules import EvalError
+from kaipolicy.rules.expression import compile_text
+from kaipolicy.rules.vocabulary import type_of_value
+
+CASES_DIR = Path(__file__).resolve().parents[2] / "rules" / "cases"
+
+
+def load_cases() -> list[Any]:
+    params = []
+    for path in sorted(CASES_DIR.glob("*.yaml")):
+        for case in yaml.safe_load(path.read_text(encoding="utf-8")):
+            params.append(pytest.param(case, id=f"{path.stem}: {case['note']}"))
+    return params
+
+
+def normalise(value: Any) -> Any:
+    """celpy values as plain Python values (bool before int: BoolType subclasses int)."""
+    if isinstance(value, (celtypes.BoolType, bool)):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, list):
+        return [normalise(v) for v in value]
+    if isinstance(value, dict):
+        return {normalise(k): normalise(v) for k, v in value.items()}
+    return value
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal values of the same Python type (so 1, 1.0 and True differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def celpy_result(expr: str, variables: dict[str, Any]) -> tuple[bool, Any]:
+    """(ok, value) from celpy's interpreter."""
+    env = celpy.Environment()
+    program = env.program(env.compile(expr))
+    try:
+        result = program.evaluate({k: celpy.json_to_cel(v) for k, v in variables.items()})
+    except Exception:  # celpy raises CELEvalError or Python errors from its evaluator
+        return False, None
+    if isinstance(result, celpy.CELEvalError):
+        return False, None
+    return True, normalise(result)
+
+
+@pytest.mark.parametrize("case", load_cases())
+def test_case_matches_its_expectation_and_celpy(case: dict[str, Any]) -> None:
+    variables: dict[str, Any] = case.get("vars") or {}
+    types = {name: type_of_value(value) for name, value in variables.items()} | (case.get("types") or {})
+    if "want_check" in case:
+        with pytest.raises(RuleError) as info:
+            compile_text(case["expr"], types)
+        assert case["want_check"] in {d.code for d in info.value.diagnostics}
+        return
+    expression = compile_text(case["expr"], types)
+    values = [variables[name] for name in expression.variables]
+    if "want_error" in case:
+        with pytest.raises(EvalError) as err:
+            expression.scalar(*values)
+        assert case["want_error"] in str(err.value)
+    else:
+        got = expression.scalar(*values)
+        assert same(got, case["want"]), f"got {got!r}, want {case['want']!r}"
+    if case.get("celpy", True):
+        ok, oracle = celpy_result(case["expr"], variables)
+        if "want_error" in case:
+            assert not ok, f"celpy evaluated to {oracle!r}"
+        else:
+            assert ok and same(oracle, got), f"celpy: {oracle!r}, ours: {got!r}"
+
+
+def test_there_are_enough_cases() -> None:
+    assert len(load_cases()) >= 80
