@@ -1,0 +1,73 @@
+"""A small vocabulary (Task, Node, Queue) and node arrays shared by the rule compiler tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kaipolicy.rules.vocabulary import FunctionSpec, Vocabulary, type_spec
+
+
+@dataclass
+class Task:
+    name: str = "t"
+    gpus: float = 1.0
+    priority: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Node:
+    name: str = "n"
+    idle_gpus: float = 0.0
+    allocatable_gpus: float = 8.0
+    pods: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Queue:
+    name: str = "q"
+    priority: int = 0
+    over_fair_share: bool = False
+
+
+class NodeArrays:
+    """Per-node attributes as numpy arrays, the shape vector mode expects."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.name = np.array([n.name for n in nodes])
+        self.idle_gpus = np.array([n.idle_gpus for n in nodes], dtype=float)
+        self.allocatable_gpus = np.array([n.allocatable_gpus for n in nodes], dtype=float)
+        self.pods = np.array([n.pods for n in nodes], dtype=np.int64)
+        self._n = len(nodes)
+
+    def __len__(self) -> int:
+        return self._n
+
+
+def binpack_share(idle: Any, task: Task) -> Any:
+    return 1.0 - (idle - task.gpus) / 8.0
+
+
+def make_vocabulary() -> Vocabulary:
+    types = {
+        "Task": type_spec("Task", {"name": "string", "gpus": "double", "priority": "int",
+                                   "labels": "map<string,string>"}),
+        "Node": type_spec("Node", {"name": "string", "idleGpus": "double", "allocatableGpus": "double",
+                                   "pods": "int", "labels": "map<string,string>"}),
+        "Queue": type_spec("Queue", {"name": "string", "priority": "int", "overFairShare": "bool"}),
+    }
+    functions = {
+        "placement.binpackShare": FunctionSpec("placement.binpackShare", ("double", "Task"), "double",
+                                               binpack_share, binpack_share),
+        "placement.scalarOnly": FunctionSpec("placement.scalarOnly", ("double",), "double", lambda x: x * 2.0),
+        "placement.explode": FunctionSpec("placement.explode", ("double",), "double", _explode, _explode),
+    }
+    return Vocabulary(types, {"task": "Task", "node": "Node", "queue": "Queue", "job": "dyn"}, functions)
+
+
+def _explode(_: Any) -> Any:
+    raise RuntimeError("boom")
