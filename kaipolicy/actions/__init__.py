@@ -1,0 +1,1 @@
+"""The actions: allocate, consolidation, reclaim, preempt, stalegangeviction, and what they share."""

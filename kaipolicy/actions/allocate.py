@@ -1,0 +1,42 @@
+"""allocate: place pending jobs in queue order, each inside its own Statement; never evicts.
+
+A job that could only partly start is pipelined whole (no BindRequests); a job that started
+for the first time gets its start time; an elastic job with more to place goes back in line.
+"""
+
+from __future__ import annotations
+
+from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
+from kaipolicy.actions.placement import allocate_job
+from kaipolicy.actions.signatures import FailedSignatures
+from kaipolicy.framework.session import Session
+
+
+def allocate(ssn: Session) -> None:
+    ssn.action = "allocate"
+    order = JobsByQueue(ssn, depth=ssn.config.depth("allocate")).add(ssn.cluster.jobs.values(), PENDING_READY)
+    nodes = ssn.node_list
+    failed = FailedSignatures(ssn)
+    while not order.empty():
+        job = order.pop()
+        if job is None:
+            break
+        if failed.skip(job):
+            continue
+        stmt = ssn.statement()
+        already_started = job.num_allocated > 0
+        if allocate_job(ssn, stmt, nodes, job, pipeline_only=False):
+            pipelined = False
+            if job.should_pipeline():
+                stmt.convert_allocated_to_pipelined(job.uid)
+                pipelined = True
+            stmt.commit()
+            ssn.audit.add("job", action="allocate", job=job.name, outcome="pipelined" if pipelined else "allocated")
+            if not pipelined and not already_started:
+                job.last_start = ssn.cluster.now
+            if job.has_tasks_to_allocate(True):
+                order.push(job)
+        else:
+            stmt.discard()
+            failed.remember(job)
+            ssn.audit.add("job", action="allocate", job=job.name, outcome="pending", reasons=list(job.fit_errors))

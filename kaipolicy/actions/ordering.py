@@ -1,0 +1,183 @@
+"""Jobs ordered by the queue tree: at each level the best queue by the queue-order hooks
+(judged by its best job), inside a leaf queue the best job by the job-order hooks.
+
+With `victims=True` every order is reversed (the worst job of the worst queue comes first)
+and each queue is judged by the victims already taken from it plus its next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaipolicy.actions.heap import GoHeap
+from kaipolicy.api.job import Job
+from kaipolicy.api.queue import Queue
+from kaipolicy.api.task import ACTIVE_ALLOCATED
+from kaipolicy.framework.session import Session
+
+
+@dataclass(eq=False)
+class _QueueNode:
+    queue: Queue
+    leaf: bool
+    children: GoHeap[Any]
+    parent: _QueueNode | None = None
+    needs_reorder: bool = False
+    key: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    pending: bool = False        # has a Pending task
+    ready: bool = False          # enough alive, non-gated tasks for every pod set
+    preemptible: bool = False
+    active: bool = False         # has an active allocated task
+    extra: Callable[[Job], bool] | None = None
+
+
+class JobsByQueue:
+    def __init__(self, ssn: Session, *, depth: int | None = None, victims: bool = False) -> None:
+        self.ssn = ssn
+        self.depth = depth
+        self.victims = victims
+        self.roots: GoHeap[_QueueNode] = GoHeap(self._node_less)
+        self.nodes: dict[str, _QueueNode] = {}
+        self.popped: dict[str, list[Job]] = {}
+        self._job_keys: dict[str, tuple[Any, ...]] = {}
+
+    # ---- filling ------------------------------------------------------------------------------
+    def add(self, jobs: Iterable[Job], flt: JobFilter) -> JobsByQueue:
+        queues = self.ssn.cluster.queues
+        for job in sorted(jobs, key=lambda j: j.order):
+            if flt.ready and not job.ready():
+                continue
+            if flt.pending and not job.has_pending:
+                continue
+            if flt.preemptible and not job.preemptible:
+                continue
+            if flt.active and not any(t.status in ACTIVE_ALLOCATED for t in job.tasks.values()):
+                continue
+            if flt.extra is not None and not flt.extra(job):
+                continue
+            q = queues.get(job.queue)
+            if q is None or (q.parent and q.parent not in queues) or not q.is_leaf:
+                continue
+            self.push(job)
+        return self
+
+    def push(self, job: Job) -> None:
+        queue = self.ssn.cluster.queues[job.queue]
+        if not queue.is_leaf:
+            return
+        self._job_keys[job.uid] = self.ssn.job_key(job)
+        leaf = self.nodes.get(queue.uid)
+        new = leaf is None
+        if leaf is None:
+            leaf = _QueueNode(queue, True, GoHeap(self._job_less, self.depth))
+            self.nodes[queue.uid] = leaf
+        leaf.children.push(job)
+        if new:
+            self._link(leaf)
+        self._mark(leaf)
+
+    def _link(self, child: _QueueNode) -> None:
+        queues = self.ssn.cluster.queues
+        pname = child.queue.parent
+        if not pname:
+            if child.parent is None:
+                self.roots.push(child)
+            return
+        pq = queues.get(pname)
+        if pq is None:
+            return
+        parent = self.nodes.get(pq.uid)
+        new = parent is None
+        if parent is None:
+            parent = _QueueNode(pq, False, GoHeap(self._node_less))
+            self.nodes[pq.uid] = parent
+        if child.parent is None:
+            child.parent = parent
+            parent.children.push(child)
+        if new:
+            self._link(parent)
+
+    # ---- popping ------------------------------------------------------------------------------
+    def empty(self) -> bool:
+        return len(self.roots) == 0
+
+    def pop(self) -> Job | None:
+        leaf = self._to_leaf(self.roots)
+        if leaf is None:
+            return None
+        job: Job = leaf.children.pop()
+        if self.victims:
+            self.popped.setdefault(leaf.queue.uid, []).append(job)
+        self._after_pop(leaf)
+        return job
+
+    def _to_leaf(self, heap: GoHeap[_QueueNode]) -> _QueueNode | None:
+        while True:
+            node = self._next(heap)
+            if node is None or node.leaf:
+                return node
+            heap = node.children
+
+    def _next(self, heap: GoHeap[_QueueNode]) -> _QueueNode | None:
+        while len(heap):
+            node = heap.peek()
+            if node.needs_reorder:
+                node.key = None
+                heap.fix(0)
+                node.needs_reorder = False
+                continue
+            return node if len(node.children) else None
+        return None
+
+    def _after_pop(self, node: _QueueNode) -> None:
+        if len(node.children) == 0:
+            if node.parent is not None:
+                node.parent.children.pop()
+            else:
+                self.roots.pop()
+            self.nodes.pop(node.queue.uid, None)
+            if node.parent is not None:
+                self._after_pop(node.parent)
+            return
+        self._mark(node)
+
+    def _mark(self, node: _QueueNode | None) -> None:
+        while node is not None:
+            node.needs_reorder = True
+            node.key = None
+            node = node.parent
+
+    # ---- comparisons --------------------------------------------------------------------------
+    def _job_less(self, a: Job, b: Job) -> bool:
+        ka, kb = self._job_keys[a.uid], self._job_keys[b.uid]
+        return kb < ka if self.victims else ka < kb
+
+    def _node_less(self, a: _QueueNode, b: _QueueNode) -> bool:
+        if len(a.children) == 0:
+            return not self.victims
+        if len(b.children) == 0:
+            return self.victims
+        less = self._node_key(a) < self._node_key(b)
+        return not less if self.victims else less
+
+    def _node_key(self, node: _QueueNode) -> tuple[Any, ...]:
+        if node.key is None:
+            leaf = node
+            while not leaf.leaf:
+                leaf = leaf.children.peek()
+            best: Job = leaf.children.peek()
+            if self.victims:
+                victims = [*self.popped.get(leaf.queue.uid, []), best]
+                node.key = self.ssn.queue_key(node.queue, None, victims)
+            else:
+                node.key = self.ssn.queue_key(node.queue, best)
+        return node.key
+
+
+PENDING_READY = JobFilter(pending=True, ready=True)

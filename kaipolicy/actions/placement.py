@@ -1,0 +1,165 @@
+"""Placing one job: the gang per pod set, the sub-group tree with its candidate node sets,
+task by task onto the best node that passes every filter, shared GPUs for fractions.
+
+`allocate_job` works inside the caller's Statement and leaves it dirty on failure (the
+caller discards); fit errors are recorded on the job when the attempt is real.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from kaipolicy.api.job import Job, PodSet, SubGroupSet
+from kaipolicy.api.node import Node
+from kaipolicy.api.task import Task
+from kaipolicy.builtins import gpusharing
+from kaipolicy.framework.session import Session
+from kaipolicy.framework.statement import Statement
+from kaipolicy.framework.tasks import tasks_to_allocate
+
+
+def allocate_job(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, pipeline_only: bool) -> bool:
+    ssn.pre_job_allocation(job)
+    tasks = tasks_to_allocate(ssn, job, not pipeline_only)
+    gate = ssn.over_capacity(job, tasks)
+    if not gate.ok:
+        if not pipeline_only:
+            job.add_fit_error(gate.message)
+        return False
+    return _sub_group_set(ssn, stmt, nodes, job, job.root, tasks, pipeline_only)
+
+
+def _sub_group_set(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, group: SubGroupSet,
+                   tasks: list[Task], pipeline_only: bool) -> bool:
+    node_sets = ssn.subset_nodes(job, group, group.all_pod_sets(), tasks, nodes)
+    for node_set in node_sets:
+        cp = stmt.checkpoint()
+        if _sub_group_set_on(ssn, stmt, node_set, job, group, tasks, pipeline_only):
+            return True
+        stmt.rollback(cp)
+    return False
+
+
+def _sub_group_set_on(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, group: SubGroupSet,
+                      tasks: list[Task], pipeline_only: bool) -> bool:
+    for child in sorted(group.groups, key=lambda g: g.name):
+        names = {ps.name for ps in child.all_pod_sets()}
+        if not _sub_group_set(ssn, stmt, nodes, job, child, [t for t in tasks if t.sub_group in names],
+                              pipeline_only):
+            return False
+    for ps in sorted(group.pod_sets, key=lambda p: ssn.pod_set_key(p, job)):
+        if not _pod_set(ssn, stmt, nodes, job, ps, [t for t in tasks if t.sub_group == ps.name], pipeline_only):
+            return False
+    return True
+
+
+def _pod_set(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, ps: PodSet, tasks: list[Task],
+             pipeline_only: bool) -> bool:
+    for node_set in ssn.subset_nodes(job, ps, [ps], tasks, nodes):
+        cp = stmt.checkpoint()
+        if _tasks_on(ssn, stmt, node_set, job, tasks, pipeline_only):
+            return True
+        stmt.rollback(cp)
+    return False
+
+
+def _tasks_on(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, tasks: list[Task],
+              pipeline_only: bool) -> bool:
+    for index, task in enumerate(tasks):
+        if not allocate_task(ssn, stmt, nodes, job, task, pipeline_only):
+            _record_failure(job, task, index)
+            return False
+    return True
+
+
+def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job, task: Task,
+                  pipeline_only: bool) -> bool:
+    pre = ssn.pre_predicate(task, job)
+    if not pre.ok:
+        job.task_fit_errors[task.uid] = pre.message
+        return False
+    real = not pipeline_only
+    fitting = [n for n in nodes if n.fits_idle_or_releasing(task)]
+    reasons: Counter[str] = Counter()
+    if real:
+        for n in nodes:
+            if not n.fits_idle_or_releasing(task) and not n.fits_idle(task):
+                reasons[_insufficient(n, task)] += 1
+    if fitting:
+        verdicts = ssn.predicate_results(task, job, fitting)
+        passing = []
+        for n, v in zip(fitting, verdicts):
+            if v is None:
+                passing.append(n)
+            elif real:
+                reasons[v] += 1
+        if passing:
+            ordered = ssn.ordered_nodes(task, job, nodes)
+            ok = set(id(n) for n in passing)
+            for node in ordered:
+                if id(node) in ok and _place(ssn, stmt, task, node, pipeline_only):
+                    return True
+    if real:
+        job.task_fit_errors[task.uid] = _summary(len(nodes), reasons)
+    return False
+
+
+def _place(ssn: Session, stmt: Statement, task: Task, node: Node, pipeline_only: bool) -> bool:
+    if task.request.is_shared:
+        fitting = gpusharing.fitting_gpus(node, task, lambda g: ssn.gpu_score(task, node, g))
+        choice = gpusharing.choose_groups(node, task, fitting, pipeline_only)
+        if choice is None:
+            return False
+        task.gpu_groups = choice.groups
+        if pipeline_only or choice.releasing:
+            stmt.pipeline(task, node.name, not pipeline_only)
+        else:
+            stmt.allocate(task, node.name)
+        return True
+    if not pipeline_only and node.fits_idle(task):
+        stmt.allocate(task, node.name)
+    else:
+        stmt.pipeline(task, node.name, not pipeline_only)
+    return True
+
+
+def _insufficient(node: Node, task: Task) -> str:
+    req = task.request
+    free = node.non_allocated()
+    lacking = []
+    if req.gpus > free.gpus + 1e-9 or (req.is_shared and not node.valid_portion(req)):
+        lacking.append("GPUs")
+    if req.cpu > free.cpu:
+        lacking.append("CPU cores")
+    if req.memory > free.memory:
+        lacking.append("memory")
+    if any(free.mig.get(name, 0) < n for name, n in req.mig):
+        lacking.append("MIG profile")
+    if free.pods < 1:
+        lacking.append("pods")
+    if not lacking:
+        lacking.append("GPUs")
+    return "node(s) didn't have enough resources: " + ", ".join(lacking)
+
+
+def _summary(n_nodes: int, reasons: Counter[str]) -> str:
+    if not reasons:
+        return f"0/{n_nodes} nodes are available"
+    parts = [f"{c} {r}" for r, c in sorted(reasons.items())]
+    return f"0/{n_nodes} nodes are available: " + ", ".join(parts) + "."
+
+
+def _record_failure(job: Job, task: Task, placed: int) -> None:
+    why = job.task_fit_errors.get(task.uid, "no node fits the pod")
+    gang = any(ps.min_available > 1 for ps in job.pod_sets.values())
+    ps = job.pod_sets[task.sub_group]
+    if not gang or ps.active_used >= ps.min_available:
+        job.add_fit_error(f"Resources were not found for pod {task.key} due to: {why}")
+    elif len(job.pod_sets) == 1:
+        job.add_fit_error(f"Resources were found for {placed} pods while {ps.min_available} are required for "
+                          f"gang scheduling. Additional pods cannot be scheduled due to: {why}")
+    else:
+        job.add_fit_error(f"Resources were found for {placed} pods from all sub-groups while sub-group "
+                          f"{ps.name} requires {ps.min_available} pods for gang scheduling. Additional pods "
+                          f"cannot be scheduled in this sub-group due to: {why}")

@@ -1,0 +1,183 @@
+"""Jobs (pod groups): pod sets with their own gang sizes, the sub-group tree, fit errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kaipolicy.api.resources import Resources
+from kaipolicy.api.task import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, Status, Task
+
+DEFAULT_SUB_GROUP = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConstraint:
+    topology: str
+    required_level: str = ""
+    preferred_level: str = ""
+
+
+@dataclass(slots=True, eq=False)
+class PodSet:
+    """A leaf of the sub-group tree: tasks that form one gang of `min_available`."""
+
+    name: str
+    min_available: int
+    topology: TopologyConstraint | None = None
+    parent: SubGroupSet | None = None
+    tasks: dict[str, Task] = field(default_factory=dict)
+
+    def count(self, statuses: frozenset[Status]) -> int:
+        return sum(1 for t in self.tasks.values() if t.status in statuses)
+
+    @property
+    def active_allocated(self) -> int:
+        return self.count(ACTIVE_ALLOCATED)
+
+    @property
+    def active_used(self) -> int:
+        return self.count(ACTIVE_USED)
+
+    def ready(self) -> bool:
+        alive = self.count(ALIVE) - self.count(frozenset({Status.GATED}))
+        return alive >= self.min_available
+
+    def gang_satisfied(self) -> bool:
+        return self.active_used >= self.min_available
+
+    def is_elastic(self) -> bool:
+        return self.min_available < len(self.tasks)
+
+    @property
+    def satisfied(self) -> bool:
+        return self.active_allocated >= self.min_available
+
+    @property
+    def allocation_ratio(self) -> float:
+        return self.active_allocated / self.min_available if self.min_available else 0.0
+
+
+@dataclass(slots=True, eq=False)
+class SubGroupSet:
+    """An inner node of the sub-group tree; may carry a topology constraint."""
+
+    name: str
+    topology: TopologyConstraint | None = None
+    parent: SubGroupSet | None = None
+    groups: list[SubGroupSet] = field(default_factory=list)
+    pod_sets: list[PodSet] = field(default_factory=list)
+
+    def all_pod_sets(self) -> list[PodSet]:
+        out = list(self.pod_sets)
+        for g in self.groups:
+            out.extend(g.all_pod_sets())
+        return out
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    uid: str
+    name: str
+    namespace: str
+    queue: str
+    priority: int
+    preemptible: bool
+    created: float                      # seconds on the scenario clock
+    root: SubGroupSet
+    pod_sets: dict[str, PodSet]
+    tasks: dict[str, Task] = field(default_factory=dict)   # uid -> task
+    last_start: float | None = None     # scenario clock seconds
+    stale_since: float | None = None
+    deleted: bool = False
+    order: int = 0
+    fit_errors: list[str] = field(default_factory=list)
+    task_fit_errors: dict[str, str] = field(default_factory=dict)
+
+    def add_task(self, task: Task) -> None:
+        self.tasks[task.uid] = task
+        self.pod_sets[task.sub_group].tasks[task.uid] = task
+
+    def count(self, statuses: frozenset[Status]) -> int:
+        return sum(1 for t in self.tasks.values() if t.status in statuses)
+
+    def tasks_in(self, status: Status) -> list[Task]:
+        return [t for t in self.tasks.values() if t.status == status]
+
+    @property
+    def has_pending(self) -> bool:
+        return any(t.status == Status.PENDING for t in self.tasks.values())
+
+    @property
+    def num_allocated(self) -> int:
+        return self.count(ALLOCATED)
+
+    @property
+    def active_allocated(self) -> int:
+        return self.count(ACTIVE_ALLOCATED)
+
+    @property
+    def active_used(self) -> int:
+        return self.count(ACTIVE_USED)
+
+    def ready(self) -> bool:
+        return all(ps.ready() for ps in self.pod_sets.values())
+
+    def gang_satisfied(self) -> bool:
+        return all(ps.gang_satisfied() for ps in self.pod_sets.values())
+
+    def is_elastic(self) -> bool:
+        return any(ps.is_elastic() for ps in self.pod_sets.values())
+
+    def is_stale(self) -> bool:
+        if any(t.status == Status.SUCCEEDED for t in self.tasks.values()):
+            return False
+        if self.active_used == 0:
+            return False
+        return not self.gang_satisfied()
+
+    def should_pipeline(self) -> bool:
+        """Some pod set has a pipelined task and too few allocated ones: pipeline it all."""
+        for ps in self.pod_sets.values():
+            piped = any(t.status == Status.PIPELINED for t in ps.tasks.values())
+            allocated = sum(1 for t in ps.tasks.values()
+                            if t.status != Status.PIPELINED and t.status in ACTIVE_ALLOCATED)
+            if piped and allocated < ps.min_available:
+                return True
+        return False
+
+    def has_tasks_to_allocate(self, real: bool) -> bool:
+        return any(t.should_allocate(real) for t in self.tasks.values())
+
+    def allocated_resources(self) -> Resources:
+        total = Resources()
+        for t in self.tasks.values():
+            if t.status in ALLOCATED:
+                acc = t.accepted or t.request
+                total.add(Resources(acc.cpu, acc.memory, acc.gpus_quota, 1.0))
+        return total
+
+    def elastic_state(self) -> int:
+        """0 below min-available in some pod set, 1 exactly at it, 2 above it (elastic order)."""
+        exactly = True
+        for ps in self.pod_sets.values():
+            n = ps.active_allocated
+            if n < ps.min_available:
+                return 0
+            if n > ps.min_available:
+                exactly = False
+        return 1 if exactly else 2
+
+    @property
+    def elastic(self) -> int:
+        return self.elastic_state()
+
+    @property
+    def min_available(self) -> int:
+        return sum(ps.min_available for ps in self.pod_sets.values())
+
+    def add_fit_error(self, message: str) -> None:
+        if message not in self.fit_errors:
+            self.fit_errors.append(message)
+
+    def __repr__(self) -> str:
+        return f"Job({self.name}, queue={self.queue})"

@@ -1,0 +1,309 @@
+"""Nodes and their GPU accounting: idle / used / releasing amounts and shared-GPU groups.
+
+Whole GPUs are counted in `idle`, `used` and `releasing`. A shared (fractional) GPU is a group
+id whose memory is tracked in `shared_used`, `shared_allocated` and `shared_releasing`
+(MiB); the first task on a group takes one whole device out of `idle`, the last one to leave
+gives it back. These rules follow the reference scheduler's node accounting exactly, because
+the scenarios' expected placements depend on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from kaipolicy.api.resources import Request, RequestType, Resources, mig_gpu_portion
+from kaipolicy.api.task import ACTIVE_USED, Status, Task
+
+DEFAULT_GPU_MEMORY = 100
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    name: str
+    allocatable: Resources
+    labels: dict[str, str] = field(default_factory=dict)
+    gpu_memory: int = DEFAULT_GPU_MEMORY   # MiB of one device
+    gpu_memory_synced: bool = True
+    mig_enabled: bool = False
+    mig_strategy: str = "none"
+    unschedulable: bool = False
+    index: int = 0                         # row in the session's node table
+    idle: Resources = field(init=False)
+    used: Resources = field(init=False)
+    releasing: Resources = field(init=False)
+    tasks: dict[str, Task] = field(default_factory=dict)   # key -> the task as the node saw it
+    shared_used: dict[str, int] = field(default_factory=dict)
+    shared_releasing: dict[str, int] = field(default_factory=dict)
+    shared_allocated: dict[str, int] = field(default_factory=dict)
+    shared_marked_releasing: set[str] = field(default_factory=set)
+    legacy_mig_tasks: set[str] = field(default_factory=set)
+    version: int = 0                       # bumped on every change (caches key on it)
+
+    def __post_init__(self) -> None:
+        self.idle = self.allocatable.clone()
+        self.used = Resources()
+        self.releasing = Resources()
+
+    # ---- static facts -------------------------------------------------------------------
+    @property
+    def gpu_count(self) -> int:
+        label = self.labels.get("nvidia.com/gpu.count")
+        if label is not None:
+            try:
+                return int(label)
+            except ValueError:
+                pass
+        return int(self.allocatable.gpus)
+
+    @property
+    def cpu_only(self) -> bool:
+        return not self.mig_enabled and self.allocatable.gpus <= 0
+
+    # ---- read-only names the rules see (CEL camelCase -> these attributes) ----------------
+    @property
+    def idle_gpus(self) -> float:
+        return self.idle.gpus
+
+    @property
+    def releasing_gpus(self) -> float:
+        return self.releasing.gpus
+
+    @property
+    def free_gpus(self) -> float:
+        return self.idle.gpus + self.releasing.gpus
+
+    @property
+    def allocatable_gpus(self) -> float:
+        return self.allocatable.gpus
+
+    @property
+    def free_cpu_millis(self) -> float:
+        return self.idle.cpu + self.releasing.cpu
+
+    @property
+    def allocatable_cpu_millis(self) -> float:
+        return self.allocatable.cpu
+
+    @property
+    def free_memory_bytes(self) -> float:
+        return self.idle.memory + self.releasing.memory
+
+    @property
+    def allocatable_memory_bytes(self) -> float:
+        return self.allocatable.memory
+
+    @property
+    def free_pods(self) -> float:
+        return self.idle.pods + self.releasing.pods
+
+    # ---- GPU memory arithmetic ----------------------------------------------------------
+    def gpu_memory_of(self, req: Request) -> int:
+        if req.gpu_memory > 0:
+            return req.gpu_memory
+        return int(req.portion * self.gpu_memory)
+
+    def portion_of_memory(self, memory: int) -> float:
+        return math.ceil(round(memory / self.gpu_memory * 100, 9)) / 100
+
+    def gpu_portion_of(self, req: Request) -> float:
+        if req.gpu_memory > 0:
+            return self.portion_of_memory(req.gpu_memory)
+        return req.portion
+
+    def valid_portion(self, req: Request) -> bool:
+        p = self.gpu_portion_of(req)
+        return p <= 1 or p == int(p)
+
+    # ---- fitting ------------------------------------------------------------------------
+    def non_allocated(self) -> Resources:
+        return self.idle.plus(self.releasing)
+
+    def fits_idle(self, task: Task) -> bool:
+        """IsTaskAllocatable: the task fits on idle resources right now."""
+        req = task.request
+        if req.is_empty and req.kind != RequestType.GPU_MEMORY:
+            return True
+        return self._fits_on(req, self.idle)
+
+    def fits_idle_or_releasing(self, task: Task) -> bool:
+        return self._fits_on(task.request, self.non_allocated())
+
+    def _fits_on(self, req: Request, free: Resources) -> bool:
+        if not req.is_shared:
+            return self.valid_portion(req) and free.covers(req)
+        if req.cpu > free.cpu or req.memory > free.memory or free.pods < 1:
+            return False
+        if not self.valid_portion(req):
+            return False
+        return math.floor(free.gpus + 1e-9) + self.matching_shared_groups(req) >= req.count
+
+    def matching_shared_groups(self, req: Request) -> int:
+        n = 0
+        for group in self.shared_used:
+            if self.fits_on_group(req, group):
+                n += 1
+                if n >= req.count:
+                    break
+        return n
+
+    def fits_on_group(self, req: Request, group: str) -> bool:
+        return (self.shared_used.get(group, 0) != 0 and self._enough_on_gpu(req, group)
+                and not self._all_released(group))
+
+    def fits_idle_on_group(self, req: Request, group: str) -> bool:
+        if group not in self.shared_allocated:
+            return False  # a pipelined-only group
+        return self.gpu_memory - self.shared_allocated[group] - self.gpu_memory_of(req) >= 0
+
+    def _enough_on_gpu(self, req: Request, group: str) -> bool:
+        return (self.gpu_memory - self.shared_allocated.get(group, 0) + self.shared_releasing.get(group, 0)
+                - self.gpu_memory_of(req)) >= 0
+
+    def _all_released(self, group: str) -> bool:
+        return self.shared_allocated.get(group, 0) == self.shared_releasing.get(group, 0)
+
+    def used_gpu_portion(self, group: str) -> float:
+        return self.shared_used.get(group, 0) / self.gpu_memory if self.gpu_memory else 0.0
+
+    # ---- summaries ----------------------------------------------------------------------
+    def shared_gpus_in_use(self) -> int:
+        return sum(1 for v in self.shared_used.values() if v > 0)
+
+    def used_gpus_total(self) -> int:
+        return int(self.used.gpus) + self.shared_gpus_in_use()
+
+    def idle_gpus_total(self) -> float:
+        """Idle whole GPUs, free parts of shared GPUs and idle MIG slices (GetSumOfIdleGPUs)."""
+        shared = sum(1 - self.portion_of_memory(v) for v in self.shared_allocated.values() if v > 0)
+        return shared + self.idle.gpus + self.idle.mig_gpus
+
+    def releasing_gpus_total(self) -> float:
+        shared = sum(self.portion_of_memory(v) for g, v in self.shared_releasing.items()
+                     if v > 0 and not self._gpu_releasing_from_shared(g))
+        return shared + self.releasing.gpus + self.releasing.mig_gpus
+
+    def _gpu_releasing_from_shared(self, group: str) -> bool:
+        used = self.shared_used.get(group, 0)
+        return used != 0 and self.shared_releasing.get(group) == used
+
+    # ---- tasks coming and going -----------------------------------------------------------
+    def accept(self, task: Task) -> None:
+        """Resolve what the task receives on this node (fractions against its GPU memory)."""
+        if task.status not in ACTIVE_USED:
+            return
+        req = task.request
+        if req.kind == RequestType.MIG:
+            task.accepted = req
+        elif req.is_shared:
+            task.accepted = req.with_portion(self.gpu_portion_of(req), self.gpu_memory_of(req))
+        else:
+            task.accepted = req
+
+    def add_task(self, task: Task, move_shared: bool = False) -> None:
+        self.accept(task)
+        key = task.key
+        if task.is_shared_allocation and move_shared:
+            self.tasks.pop(key, None)
+        elif key in self.tasks:
+            raise ValueError(f"task {key} already on node {self.name}")
+        self.tasks[key] = dataclasses.replace(task, gpu_groups=list(task.gpu_groups))
+        if task.legacy_mig:
+            self.legacy_mig_tasks.add(task.uid)
+        self._track(task, +1)
+        self.version += 1
+
+    def remove_task(self, task: Task) -> None:
+        stored = self.tasks.pop(task.key, None)
+        if stored is None:
+            raise ValueError(f"task {task.key} is not on node {self.name}")
+        self.legacy_mig_tasks.discard(stored.uid)
+        self._track(stored, -1)
+        self.version += 1
+
+    def update_task(self, task: Task) -> None:
+        self.remove_task(task)
+        self.add_task(task)
+
+    def _tracked(self, task: Task) -> Resources:
+        acc = task.accepted or task.request
+        gpus = 0.0 if task.is_shared_allocation else acc.gpus
+        return Resources(acc.cpu, acc.memory, gpus, 1.0, {k: float(v) for k, v in acc.mig})
+
+    def _track(self, task: Task, sign: int) -> None:
+        res = self._tracked(task)
+        self.used.add(res, sign)
+        if task.status == Status.RELEASING:
+            self.releasing.add(res, sign)
+            self.idle.add(res, -sign)
+        elif task.status == Status.PIPELINED:
+            self.releasing.add(res, -sign)
+        else:
+            self.idle.add(res, -sign)
+        if task.is_shared_allocation:
+            for group in task.gpu_groups:
+                if sign > 0:
+                    self._add_shared(task, group)
+                else:
+                    self._remove_shared(task, group)
+
+    def _add_shared(self, task: Task, group: str) -> None:
+        mem = self.gpu_memory_of(task.request)
+        self.shared_used[group] = self.shared_used.get(group, 0) + mem
+        if task.status == Status.RELEASING:
+            self.shared_releasing[group] = self.shared_releasing.get(group, 0) + mem
+            self.shared_allocated[group] = self.shared_allocated.get(group, 0) + mem
+            if self.shared_used[group] == self.shared_releasing[group]:
+                if group not in self.shared_marked_releasing:
+                    self.releasing.gpus += 1
+                    self.shared_marked_releasing.add(group)
+                if self.gpu_count < int(self.idle.gpus) + self.used_gpus_total():
+                    self.idle.gpus -= 1
+        elif task.status == Status.PIPELINED:
+            self.shared_releasing[group] = self.shared_releasing.get(group, 0) - mem
+            if self.shared_used[group] - mem == self.shared_releasing[group] + mem:
+                self.releasing.gpus -= 1
+        else:
+            self.shared_allocated[group] = self.shared_allocated.get(group, 0) + mem
+            if self.shared_used[group] <= mem:
+                if self.gpu_count < int(self.idle.gpus) + self.used_gpus_total():
+                    self.idle.gpus -= 1
+            if group in self.shared_marked_releasing:
+                self.releasing.gpus -= 1
+                self.shared_marked_releasing.discard(group)
+
+    def _remove_shared(self, task: Task, group: str) -> None:
+        mem = self.gpu_memory_of(task.request)
+        self.shared_used[group] = self.shared_used.get(group, 0) - mem
+        if task.status == Status.RELEASING:
+            self.shared_releasing[group] = self.shared_releasing.get(group, 0) - mem
+            self.shared_allocated[group] = self.shared_allocated.get(group, 0) - mem
+            if self.shared_used[group] <= 0:
+                if self.gpu_count >= int(self.idle.gpus) + self.used_gpus_total():
+                    self.idle.gpus += 1
+                if group in self.shared_marked_releasing:
+                    self.releasing.gpus -= 1
+                    self.shared_marked_releasing.discard(group)
+        elif task.status == Status.PIPELINED:
+            self.shared_releasing[group] = self.shared_releasing.get(group, 0) + mem
+            used_before = self.shared_used[group] + mem
+            releasing_before = self.shared_releasing[group] - mem
+            if used_before == releasing_before or (self.shared_used[group] == 0
+                                                   and self.shared_releasing[group] == 0):
+                self.releasing.gpus += 1
+        else:
+            self.shared_allocated[group] = self.shared_allocated.get(group, 0) - mem
+            if self.shared_used[group] <= 0:
+                if self.gpu_count >= int(self.idle.gpus) + self.used_gpus_total():
+                    self.idle.gpus += 1
+            if self._gpu_releasing_from_shared(group) and group not in self.shared_marked_releasing:
+                self.releasing.gpus += 1
+                self.shared_marked_releasing.add(group)
+
+    def mig_gpu_slices(self) -> float:
+        return float(sum(mig_gpu_portion(n)[0] * c for n, c in self.allocatable.mig.items()))
+
+    def __repr__(self) -> str:
+        return f"Node({self.name}, idle={self.idle}, releasing={self.releasing})"
+

@@ -1,0 +1,140 @@
+"""Resource quantities: what a node has (`Resources`) and what a task asks for (`Request`).
+
+GPUs are floats; a fractional request is `portion` of each of `count` devices. GPU memory is
+in MiB, CPU in millicores, memory in bytes. MIG slices are named counts (`nvidia.com/mig-1g.5gb`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+MIN_GPU_DIFF = 0.01
+_MIG_NAME = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+
+
+def mig_gpu_portion(name: str) -> tuple[int, int]:
+    """(GPU slices, memory GB) of a MIG resource name; (0, 0) when the name is not one."""
+    m = _MIG_NAME.match(name)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def extended_gpus(portion: float, count: int) -> float:
+    """portion x count in hundredths, as the reference does to keep fractions exact."""
+    return round(portion * 100) * count / 100
+
+
+class RequestType(str, Enum):
+    CPU_ONLY = "cpu-only"
+    REGULAR = "regular"        # whole GPUs
+    FRACTION = "fraction"      # a portion of one or more devices
+    GPU_MEMORY = "gpu-memory"  # MiB of one or more devices
+    MIG = "mig"                # MIG slices
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What one task asks for."""
+
+    cpu: float = 0.0
+    memory: float = 0.0
+    count: int = 0            # GPU devices
+    portion: float = 0.0      # of each device (1.0 for whole GPUs)
+    gpu_memory: int = 0       # MiB per device
+    mig: tuple[tuple[str, int], ...] = ()
+    kind: RequestType = RequestType.CPU_ONLY
+
+    @staticmethod
+    def build(cpu: float, memory: float, gpus: float = 0.0, gpu_memory: int = 0, devices: int | None = None,
+              mig: dict[str, int] | None = None) -> Request:
+        migs = tuple(sorted((k, int(v)) for k, v in (mig or {}).items() if v))
+        if migs:
+            return Request(cpu, memory, 0, 0.0, 0, migs, RequestType.MIG)
+        if gpu_memory > 0:
+            return Request(cpu, memory, devices or 1, 0.0, gpu_memory, (), RequestType.GPU_MEMORY)
+        if gpus >= 1 and devices is None:
+            return Request(cpu, memory, int(gpus), 1.0, 0, (), RequestType.REGULAR)
+        if gpus > 0:
+            return Request(cpu, memory, devices or 1, gpus, 0, (), RequestType.FRACTION)
+        return Request(cpu, memory)
+
+    @property
+    def gpus(self) -> float:
+        """GPUs counted as devices x portion (a memory request counts 0 here)."""
+        return extended_gpus(self.portion, self.count)
+
+    @property
+    def mig_gpus(self) -> float:
+        return float(sum(mig_gpu_portion(n)[0] * c for n, c in self.mig))
+
+    @property
+    def gpus_quota(self) -> float:
+        """GPUs as queue quota sees them: whole or fractional devices plus MIG slices."""
+        return self.gpus + self.mig_gpus
+
+    @property
+    def is_shared(self) -> bool:
+        return self.kind in (RequestType.FRACTION, RequestType.GPU_MEMORY)
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self.gpus > 0 or self.kind in (RequestType.GPU_MEMORY, RequestType.MIG)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.cpu == 0 and self.memory == 0 and self.gpus <= MIN_GPU_DIFF and not self.mig
+
+    def with_portion(self, portion: float, gpu_memory: int) -> Request:
+        return Request(self.cpu, self.memory, self.count, portion, gpu_memory, self.mig, self.kind)
+
+
+@dataclass(slots=True)
+class Resources:
+    """A node's (or a queue's) amounts; mutable, updated as tasks come and go."""
+
+    cpu: float = 0.0
+    memory: float = 0.0
+    gpus: float = 0.0
+    pods: float = 0.0
+    mig: dict[str, float] = field(default_factory=dict)
+
+    def clone(self) -> Resources:
+        return Resources(self.cpu, self.memory, self.gpus, self.pods, dict(self.mig))
+
+    def add(self, other: Resources, sign: float = 1.0) -> None:
+        self.cpu += sign * other.cpu
+        self.memory += sign * other.memory
+        self.gpus += sign * other.gpus
+        self.pods += sign * other.pods
+        for k, v in other.mig.items():
+            self.mig[k] = self.mig.get(k, 0.0) + sign * v
+
+    def sub(self, other: Resources) -> None:
+        self.add(other, -1.0)
+
+    def plus(self, other: Resources) -> Resources:
+        out = self.clone()
+        out.add(other)
+        return out
+
+    @property
+    def mig_gpus(self) -> float:
+        return float(sum(mig_gpu_portion(n)[0] * c for n, c in self.mig.items()))
+
+    def covers(self, req: Request) -> bool:
+        """Whether `req` fits in these amounts (the reference's LessEqualResource; every pod
+        also takes one pod slot)."""
+        if req.cpu > self.cpu or req.memory > self.memory or self.pods < 1:
+            return False
+        if req.gpus > self.gpus + 1e-9:
+            return False
+        for name, n in req.mig:
+            if self.mig.get(name, 0) < n:
+                return False
+        return True
+
+
+def ceil_hundredths(x: float) -> float:
+    return math.ceil(round(x * 100, 6)) / 100

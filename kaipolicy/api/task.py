@@ -1,0 +1,119 @@
+"""Tasks (pods) and their statuses, with the reference's status groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kaipolicy.api.resources import Request, RequestType
+
+
+class Status(str, Enum):
+    PENDING = "Pending"
+    GATED = "Gated"
+    ALLOCATED = "Allocated"
+    PIPELINED = "Pipelined"
+    BINDING = "Binding"
+    BOUND = "Bound"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+S = Status
+ACTIVE_USED = frozenset({S.ALLOCATED, S.PIPELINED, S.BINDING, S.BOUND, S.RUNNING, S.RELEASING})
+ACTIVE_ALLOCATED = frozenset({S.ALLOCATED, S.PIPELINED, S.BINDING, S.BOUND, S.RUNNING})
+ALIVE = frozenset({S.ALLOCATED, S.PIPELINED, S.BINDING, S.BOUND, S.RUNNING, S.PENDING, S.GATED})
+ALLOCATED = frozenset({S.ALLOCATED, S.BOUND, S.BINDING, S.RUNNING})
+HOLDS_NODE = frozenset({S.ALLOCATED, S.PIPELINED, S.BINDING, S.BOUND, S.RUNNING, S.RELEASING})
+
+DEFAULT_SUB_GROUP = "default"
+WHOLE_GPU = "-2"  # marks "a whole idle device" among the GPUs a shared task may take
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    labels: tuple[tuple[str, str], ...]
+    topology_key: str | None = None
+    anti_topology_key: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Task:
+    """One pod. Mutable: the statement changes status, node and GPU groups."""
+
+    uid: str
+    name: str
+    namespace: str
+    job: str                     # uid of its job
+    request: Request
+    status: Status
+    node: str = ""
+    gpu_groups: list[str] = field(default_factory=list)
+    sub_group: str = DEFAULT_SUB_GROUP
+    priority: int | None = None  # order inside the job; None = no label
+    labels: dict[str, str] = field(default_factory=dict)
+    node_affinity: tuple[str, ...] = ()
+    pod_affinity: PodAffinity | None = None
+    legacy_mig: bool = False
+    created: float = 0.0         # seconds since the epoch of the scenario
+    order: int = 0               # position in the input, the last tie-break
+    # the request as granted on its node (fractions resolved against that node's GPU memory)
+    accepted: Request | None = None
+    is_virtual: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_shared_request(self) -> bool:
+        return self.request.is_shared
+
+    @property
+    def is_shared_allocation(self) -> bool:
+        return self.accepted is not None and self.accepted.kind in (RequestType.FRACTION, RequestType.GPU_MEMORY)
+
+    @property
+    def cpu_only(self) -> bool:
+        return not self.request.needs_gpu
+
+    # ---- read-only names the rules see ------------------------------------------------------
+    @property
+    def gpus(self) -> float:
+        return self.request.gpus
+
+    @property
+    def gpu_memory_mib(self) -> int:
+        return self.request.gpu_memory
+
+    @property
+    def gpu_devices(self) -> int:
+        return self.request.count
+
+    @property
+    def cpu_millis(self) -> float:
+        return self.request.cpu
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.request.memory
+
+    @property
+    def shared_gpu(self) -> bool:
+        return self.request.is_shared
+
+    @property
+    def mig_request(self) -> bool:
+        return self.request.kind == RequestType.MIG
+
+    @property
+    def state(self) -> str:
+        return self.status.value
+
+    def should_allocate(self, real: bool) -> bool:
+        return self.status == Status.PENDING or (not real and self.status == Status.RELEASING and self.is_virtual)
+
+    def __repr__(self) -> str:
+        return f"Task({self.name}, {self.status.value}, {self.node or '-'})"

@@ -1,0 +1,130 @@
+"""Queue capacity gates and queue order, read from the fair-share state.
+
+`over_limit` and `non_preemptible_over_quota` walk from the job's queue up to the top and
+return a message naming the queue and numbers when a gate closes; `queue_order_key` gives
+the proportion plugin's queue-order rules as one sortable key.
+"""
+
+from __future__ import annotations
+
+from kaipolicy.api.job import Job
+from kaipolicy.api.node import Node
+from kaipolicy.api.queue import RESOURCES, UNLIMITED
+from kaipolicy.api.task import Task
+from kaipolicy.builtins.fairshare import QueueShare, Shares, Vec, less_equal, vec
+
+_UNITS = {"gpu": ("GPUs", 1.0, "GPUs"), "cpu": ("CPU cores", 1000.0, "cores"), "memory": ("memory", 1e9, "GB")}
+
+
+def _h(x: float, div: float) -> str:
+    v = x / div
+    return f"{v:g}" if v == int(v) else f"{v:.3g}"
+
+
+def over_limit(shares: Shares, queue_uid: str, requested: Vec) -> str | None:
+    for qs in shares.path(queue_uid):
+        for r in RESOURCES:
+            sh = qs.shares[r]
+            if sh.max_allowed == UNLIMITED or not requested.get(r):
+                continue
+            if sh.max_allowed < sh.allocated + requested[r]:
+                name, div, unit = _UNITS[r]
+                return (f"{qs.queue.name} quota has reached the allowable limit of {name}. "
+                        f"Limit is {_h(sh.max_allowed, div)} {unit}, currently {_h(sh.allocated, div)} {unit} "
+                        f"allocated and workload requested {_h(requested[r], div)} {unit}")
+    return None
+
+
+def non_preemptible_over_quota(shares: Shares, queue_uid: str, preemptible: bool, requested: Vec) -> str | None:
+    if preemptible:
+        return None
+    for qs in shares.path(queue_uid):
+        for r in RESOURCES:
+            sh = qs.shares[r]
+            if sh.deserved == UNLIMITED or not requested.get(r):
+                continue
+            if sh.deserved < sh.allocated_non_preemptible + requested[r]:
+                name, div, unit = _UNITS[r]
+                return (f"Non-preemptible workload is over quota. Workload requested {_h(requested[r], div)} "
+                        f"{unit}, but {qs.queue.name} quota is {_h(sh.deserved, div)} {unit}, while "
+                        f"{_h(sh.allocated_non_preemptible, div)} {unit} are already allocated for "
+                        "non-preemptible pods. Use a preemptible workload to go over quota.")
+    return None
+
+
+class Dominance:
+    """Orders by 'smaller in every resource and strictly smaller in one'; otherwise equal."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Vec) -> None:
+        self.v = v
+
+    def __lt__(self, other: Dominance) -> bool:
+        return less_equal(self.v, other.v) and not less_equal(other.v, self.v)
+
+    def __gt__(self, other: Dominance) -> bool:
+        return other < self
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dominance) and not (self < other) and not (other < self)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None,
+                    victims: Vec | None = None) -> list[object]:
+    """The proportion plugin's queue order, first differing element decides (ascending)."""
+    alloc = qs.get("allocated")
+    fair = qs.get("fair_share")
+    over_used = all(fair[r] < alloc[r] for r in RESOURCES)
+    req = job_request or vec()
+    with_job = {r: alloc[r] + req[r] for r in RESOURCES}
+    starved = less_equal(with_job, qs.get("deserved"))
+    allocatable = qs.allocatable()
+    zero_share_violation = any(allocatable[r] == 0 and with_job[r] > 0 for r in RESOURCES)
+    extra = {r: req[r] - (victims[r] if victims else 0.0) for r in RESOURCES}
+    return [
+        1 if over_used else 0,
+        0 if starved else 1,
+        -qs.queue.priority,
+        1 if zero_share_violation else 0,
+        qs.dominant_share(shares.total, extra),
+        qs.dominant_share(shares.total),
+        Dominance(allocatable),
+    ]
+
+
+def _required(tasks: list[Task]) -> Vec:
+    out = vec()
+    for t in tasks:
+        out["cpu"] += t.request.cpu
+        out["memory"] += t.request.memory
+        out["gpu"] += t.request.gpus_quota
+    return out
+
+
+def job_over_capacity(shares: Shares, job: Job, tasks: list[Task]) -> str | None:
+    """The queue limit, then the non-preemptible quota, for the job's next tasks."""
+    req = _required(tasks)
+    return over_limit(shares, job.queue, req) or non_preemptible_over_quota(shares, job.queue, job.preemptible, req)
+
+
+def job_non_preemptible_over_quota(shares: Shares, job: Job, tasks: list[Task]) -> str | None:
+    return non_preemptible_over_quota(shares, job.queue, job.preemptible, _required(tasks))
+
+
+def task_on_node_over_capacity(shares: Shares, task: Task, job: Job, node: Node) -> str | None:
+    """The same gates for one task as it would land on `node`.
+
+    Kept on purpose: like the reference, a non-MIG task counts as the portion of ONE device its
+    GPU memory covers on this node, so a whole-GPU task counts 1 here however many it asks.
+    """
+    req = task.request
+    if req.mig:
+        gpus = req.gpus_quota
+    else:
+        gpus = node.portion_of_memory(node.gpu_memory_of(req)) if node.gpu_memory else 0.0
+    amounts = vec(req.cpu, req.memory, gpus)
+    return over_limit(shares, job.queue, amounts) or non_preemptible_over_quota(shares, job.queue, job.preemptible,
+                                                                                amounts)

@@ -1,0 +1,79 @@
+"""Choosing GPUs for a shared (fractional or GPU-memory) task on one node.
+
+`fitting_gpus` lists existing shared groups with room plus one WHOLE_GPU entry per idle or
+releasing device, best GPU-order score first; `choose_groups` takes the first `count` of them,
+minting a new group id for each whole device, and says whether the placement can only be
+pipelined (it waits on releasing resources).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kaipolicy.api.node import Node
+from kaipolicy.api.task import WHOLE_GPU, Task
+
+_new_ids = itertools.count(1)
+
+
+def new_group_id() -> str:
+    # Not a number, so it reads as a new group (existing groups from the cluster are device indexes).
+    return f"g-{next(_new_ids):06d}"
+
+
+def is_new_group(group: str) -> bool:
+    return not group.lstrip("-").isdigit()
+
+
+def fitting_gpus(node: Node, task: Task, score: Callable[[str], float]) -> list[str]:
+    candidates = [g for g in node.shared_used if node.fits_on_group(task.request, g)]
+    whole = int(node.idle.gpus + 1e-9) + int(node.releasing.gpus + 1e-9)
+    if node.idle.gpus > 0 or node.releasing.gpus > 0:
+        candidates.extend([WHOLE_GPU] * whole)
+    scored = [(score(g), i, g) for i, g in enumerate(candidates)]
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [g for _, _, g in scored]
+
+
+@dataclass(slots=True)
+class SharedChoice:
+    groups: list[str]
+    releasing: bool
+
+
+def choose_groups(node: Node, task: Task, fitting: list[str], pipeline_only: bool,
+                  mint: Callable[[], str] = new_group_id) -> SharedChoice | None:
+    groups: list[str] = []
+    releasing = False
+    for g in fitting:
+        if g == WHOLE_GPU:
+            releasing = releasing or pipeline_only or not node.fits_idle(task)
+            groups.append(mint())
+        else:
+            releasing = releasing or not node.fits_idle_on_group(task.request, g) or not node.fits_idle(task)
+            groups.append(g)
+        if len(groups) == task.request.count:
+            return SharedChoice(groups, releasing)
+    return None
+
+
+def gpu_pack_score(node: Node, group: str) -> float:
+    return 0.0 if group == WHOLE_GPU else node.used_gpu_portion(group)
+
+
+def gpu_spread_score(node: Node, group: str) -> float:
+    return 1.0 if group == WHOLE_GPU else 1.0 - node.used_gpu_portion(group)
+
+
+def needs_new_group(node: Node, task: Task, score: Callable[[str], float]) -> bool:
+    """Would placing the task here open a new group (the predicates' pod-slot check)?"""
+    fitting = fitting_gpus(node, task, score)
+    now = choose_groups(node, task, fitting, False, mint=lambda: "new")
+    if now is not None and not now.releasing:
+        return "new" in now.groups
+    later = choose_groups(node, task, fitting, True, mint=lambda: "new")
+    if later is not None:
+        return "new" in later.groups
+    return True

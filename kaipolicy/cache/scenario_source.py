@@ -1,0 +1,281 @@
+"""Scenario files as a cluster source: load, validate, build a snapshot per cycle, settle.
+
+A loaded `Scenario` keeps the cluster as plain specs; `snapshot()` builds fresh model objects
+for one cycle, and `settle()` folds a cycle's outcome back into the specs the way the
+scenario format describes (Binding runs, Pipelined and Releasing return to Pending).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kaipolicy.api.job import DEFAULT_SUB_GROUP, Job, PodSet, SubGroupSet, TopologyConstraint
+from kaipolicy.api.node import DEFAULT_GPU_MEMORY, Node
+from kaipolicy.api.queue import Quantities, Queue
+from kaipolicy.api.resources import Request, Resources
+from kaipolicy.api.snapshot import ClusterInfo, Topology
+from kaipolicy.api.task import HOLDS_NODE, PodAffinity, Status, Task
+from kaipolicy.cache.scenario_schema import validate_scenario
+from kaipolicy.errors import ScenarioError
+
+PARAM_DEFAULTS: dict[str, Any] = {
+    "maxConsolidationPreemptees": 16,
+    "allowConsolidatingReclaim": True,
+    "useSchedulingSignatures": True,
+    "fullHierarchyFairness": True,
+    "detailedFitErrors": False,
+}
+
+
+@dataclass
+class Scenario:
+    """One scenario file, kept as specs so every cycle gets a fresh snapshot."""
+
+    file: str
+    doc: dict[str, Any]
+    actions: list[str]
+    cycles: int
+    params: dict[str, Any]
+    config: dict[str, Any] | None
+    stale_grace_seconds: float
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    # carried across cycles: job name -> scenario-clock seconds
+    last_start: dict[str, float] = field(default_factory=dict)
+    stale_since: dict[str, float] = field(default_factory=dict)
+    now: float = 0.0
+
+    def snapshot(self) -> ClusterInfo:
+        return _build(self)
+
+    def settle(self, cluster: ClusterInfo) -> None:
+        _settle(self, cluster)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    file = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ScenarioError(file, "", f"cannot read: {e.strerror}") from e
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ScenarioError(file, where, f"not valid YAML: {getattr(e, 'problem', e)}") from e
+    return scenario_from_doc(doc, file)
+
+
+def scenario_from_doc(doc: Any, file: str = "<scenario>") -> Scenario:
+    validate_scenario(doc, file)
+    params = dict(PARAM_DEFAULTS)
+    params.update(doc.get("params") or {})
+    scn = Scenario(
+        file=file, doc=doc, actions=list(doc["actions"]), cycles=int(doc.get("cycles", 1)),
+        params=params, config=doc.get("config"),
+        stale_grace_seconds=float(doc.get("staleGracePeriodSeconds", 0)),
+        jobs=copy.deepcopy(doc.get("jobs") or []),
+    )
+    for j in scn.jobs:
+        if j.get("lastStartMinutesAgo") is not None:
+            scn.last_start[j["name"]] = -60.0 * float(j["lastStartMinutesAgo"])
+        if j.get("staleSeconds") is not None:
+            scn.stale_since[j["name"]] = -float(j["staleSeconds"])
+    return scn
+
+
+# ---- building one snapshot ------------------------------------------------------------------
+def _quantities(spec: dict[str, Any] | None, default: float, gpu_default: float | None = None) -> Quantities:
+    spec = spec or {}
+    gpu = spec.get("gpu", default if gpu_default is None else gpu_default)
+    return Quantities(cpu=float(spec.get("cpu", default)), memory=float(spec.get("memory", default)),
+                      gpu=float(gpu))
+
+
+def _queue(spec: dict[str, Any], parent: str | None) -> Queue:
+    return Queue(
+        uid=spec["name"], name=spec["name"], parent=parent, priority=int(spec.get("priority", 100)),
+        deserved=_quantities(spec.get("deserved"), -1.0, 0.0),
+        limit=_quantities(spec.get("limit"), -1.0),
+        over_quota_weight=_quantities(spec.get("overQuotaWeight"), 1.0),
+        created=int(spec.get("creationOrder", 0)),
+        preempt_min_runtime=spec.get("preemptMinRuntimeSeconds"),
+        reclaim_min_runtime=spec.get("reclaimMinRuntimeSeconds"),
+    )
+
+
+def _queues(doc: dict[str, Any]) -> dict[str, Queue]:
+    queues: dict[str, Queue] = {}
+    departments = doc.get("departments")
+    if departments is None and doc.get("defaultDepartment", True):
+        departments = [{"name": "default", "deserved": {"gpu": -1, "cpu": -1, "memory": -1}}]
+        default_parent: str | None = "default"
+    else:
+        default_parent = None
+    for d in departments or []:
+        queues[d["name"]] = _queue(d, d.get("parent"))
+    for q in doc.get("queues") or []:
+        parent = q.get("parent", default_parent)
+        queues[q["name"]] = _queue(q, parent)
+    for q in queues.values():
+        if q.parent and q.parent in queues:
+            queues[q.parent].children.append(q.uid)
+    return queues
+
+
+def _node(spec: dict[str, Any], index: int) -> Node:
+    labels = {str(k): str(v) for k, v in (spec.get("labels") or {}).items()}
+    strategy = spec.get("migStrategy", "none")
+    mig = {k: float(v) for k, v in (spec.get("mig") or {}).items()}
+    gpus = 0.0 if strategy == "mixed" else float(spec.get("gpus", 0))
+    enabled_label = labels.get("node-role.kubernetes.io/mig-enabled")
+    mig_enabled = enabled_label.lower() == "true" if enabled_label is not None else bool(mig)
+    synced = bool(spec.get("gpuMemorySynced", True))
+    memory = int(spec.get("gpuMemoryMiB", DEFAULT_GPU_MEMORY)) if synced else DEFAULT_GPU_MEMORY
+    label_strategy = labels.get("nvidia.com/mig.strategy", "")
+    return Node(
+        name=spec["name"],
+        allocatable=Resources(float(spec.get("cpuMillis", 0)), float(spec.get("memoryBytes", 0)), gpus,
+                              float(spec.get("maxPods", 110)), mig),
+        labels=labels, gpu_memory=memory, gpu_memory_synced=synced, mig_enabled=mig_enabled,
+        mig_strategy=(label_strategy if label_strategy in ("single", "mixed") else "none") if mig_enabled
+        else "none",
+        unschedulable=bool(spec.get("unschedulable", False)), index=index,
+    )
+
+
+def _request(per_task: dict[str, Any], override: dict[str, Any] | None) -> Request:
+    r = dict(per_task or {})
+    r.update(override or {})
+    devices = r.get("gpuDevices")
+    return Request.build(cpu=float(r.get("cpuMillis", 0)), memory=float(r.get("memoryBytes", 0)),
+                         gpus=float(r.get("gpus", 0)), gpu_memory=int(r.get("gpuMemoryMiB", 0)),
+                         devices=int(devices) if devices is not None else None, mig=r.get("mig"))
+
+
+def _constraint(spec: dict[str, Any] | None) -> TopologyConstraint | None:
+    if not spec or not spec.get("topology"):
+        return None
+    return TopologyConstraint(spec["topology"], spec.get("requiredLevel", "") or "",
+                              spec.get("preferredLevel", "") or "")
+
+
+def _sub_groups(spec: dict[str, Any], n_tasks: int) -> tuple[SubGroupSet, dict[str, PodSet]]:
+    root = SubGroupSet("", _constraint(spec.get("topologyConstraint")))
+    groups = spec.get("subGroups")
+    if not groups:
+        ps = PodSet(DEFAULT_SUB_GROUP, int(spec.get("minAvailable", n_tasks)), parent=root)
+        root.pod_sets.append(ps)
+        return root, {ps.name: ps}
+    parents = {g.get("parent") for g in groups if g.get("parent")}
+    sets: dict[str, SubGroupSet] = {"": root}
+    pod_sets: dict[str, PodSet] = {}
+    for g in groups:
+        if g["name"] in parents:
+            sets[g["name"]] = SubGroupSet(g["name"], _constraint(g.get("topology")))
+        else:
+            pod_sets[g["name"]] = PodSet(g["name"], max(int(g.get("minAvailable", 1)), 1),
+                                         _constraint(g.get("topology")))
+    for g in groups:
+        parent = sets[g.get("parent") or ""]
+        if g["name"] in sets:
+            child = sets[g["name"]]
+            child.parent = parent
+            parent.groups.append(child)
+        else:
+            ps = pod_sets[g["name"]]
+            ps.parent = parent
+            parent.pod_sets.append(ps)
+    return root, pod_sets
+
+
+def _task(job: dict[str, Any], index: int, spec: dict[str, Any], created: float) -> Task:
+    name = spec.get("name") or f"{job['name']}-{index}"
+    state = Status(spec["state"])
+    aff = spec.get("podAffinity")
+    labels = {str(k): str(v) for k, v in (spec.get("labels") or {}).items()}
+    if spec.get("priority") is not None:
+        labels.setdefault("kai.scheduler/task-priority", str(int(spec["priority"])))
+    return Task(
+        uid=name, name=name, namespace=job.get("namespace", "default"), job=job["name"],
+        request=_request(job.get("perTask") or {}, spec.get("resources")), status=state,
+        node=spec.get("node", "") or "", gpu_groups=[str(g) for g in spec.get("gpuGroups") or []],
+        sub_group=spec.get("subGroup") or DEFAULT_SUB_GROUP,
+        priority=spec.get("priority"), labels=labels,
+        node_affinity=tuple(str(v) for v in spec.get("nodeAffinity") or ()),
+        pod_affinity=PodAffinity(tuple(sorted((str(k), str(v)) for k, v in (aff.get("labels") or {}).items())),
+                                 aff.get("topologyKey"), aff.get("antiTopologyKey")) if aff else None,
+        legacy_mig=bool(spec.get("legacyMig", False)), created=created, order=index,
+    )
+
+
+def _job(scn: Scenario, order: int, spec: dict[str, Any]) -> Job:
+    tasks_spec = spec.get("tasks") or []
+    created = scn.now - 60.0 * float(spec.get("createdMinutesAgo", 0))
+    root, pod_sets = _sub_groups(spec, len(tasks_spec))
+    priority = int(spec.get("priority", 50))
+    preemptible = spec.get("preemptible")
+    job = Job(
+        uid=spec["name"], name=spec["name"], namespace=spec.get("namespace", "default"), queue=spec["queue"],
+        priority=priority, preemptible=bool(preemptible) if preemptible is not None else priority < 100,
+        created=created, root=root, pod_sets=pod_sets, last_start=scn.last_start.get(spec["name"]),
+        stale_since=scn.stale_since.get(spec["name"]), deleted=bool(spec.get("deleted", False)), order=order,
+    )
+    for i, t in enumerate(tasks_spec):
+        job.add_task(_task(spec, i, t, created))
+    return job
+
+
+def _build(scn: Scenario) -> ClusterInfo:
+    doc = scn.doc
+    nodes = {n["name"]: _node(n, i) for i, n in enumerate(doc.get("nodes") or [])}
+    jobs = {j["name"]: _job(scn, i, j) for i, j in enumerate(scn.jobs)}
+    for job in jobs.values():
+        for task in job.tasks.values():
+            if task.status in HOLDS_NODE and task.node:
+                try:
+                    nodes[task.node].add_task(task)
+                except ValueError as e:
+                    raise ScenarioError(scn.file, f"jobs[{job.name}].tasks[{task.name}]", str(e)) from e
+    topologies = {t["name"]: Topology(t["name"], tuple(t["levels"])) for t in doc.get("topologies") or []}
+    return ClusterInfo(nodes=nodes, jobs=jobs, queues=_queues(doc), topologies=topologies, now=scn.now)
+
+
+# ---- settling between cycles ------------------------------------------------------------------
+def _settle(scn: Scenario, cluster: ClusterInfo) -> None:
+    for spec in scn.jobs:
+        job = cluster.jobs[spec["name"]]
+        if job.last_start is not None:
+            scn.last_start[job.name] = job.last_start
+        if job.stale_since is not None:
+            scn.stale_since[job.name] = job.stale_since
+        else:
+            scn.stale_since.pop(job.name, None)
+        by_name = {t.name: t for t in job.tasks.values()}
+        for i, tspec in enumerate(spec.get("tasks") or []):
+            task = by_name[tspec.get("name") or f"{spec['name']}-{i}"]
+            tspec["state"], node, groups = _settled(task, job.deleted)
+            tspec["gpuGroups"] = groups
+            if node:
+                tspec["node"] = node
+            else:
+                tspec.pop("node", None)
+    scn.now = cluster.now
+
+
+def _settled(task: Task, deleted: bool) -> tuple[str, str, list[str]]:
+    s = task.status
+    if s == Status.BINDING:
+        return Status.RUNNING.value, task.node, list(task.gpu_groups)
+    if s == Status.PIPELINED:
+        return Status.PENDING.value, "", list(task.gpu_groups)
+    if s == Status.RELEASING and not deleted:
+        return Status.PENDING.value, "", list(task.gpu_groups)
+    if s == Status.ALLOCATED:
+        return Status.RUNNING.value, task.node, list(task.gpu_groups)
+    return s.value, task.node if s in HOLDS_NODE else "", list(task.gpu_groups)

@@ -1,0 +1,1 @@
+"""The `kaipolicy` command line: one module per subcommand."""

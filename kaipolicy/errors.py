@@ -1,0 +1,58 @@
+"""The exception tree of kaipolicy.
+
+    KaipolicyError                 (Exception)  everything we raise on purpose
+    ├── InputError                 (ValueError) bad input a person can fix
+    │   ├── ScenarioError                       a scenario file: file + key path
+    │   ├── RuleError                           rule files: carries every Diagnostic
+    │   └── ConfigError                         scheduler configuration (tiers, arguments)
+    ├── StatementError             (RuntimeError) an operation the session state forbids
+    └── ClusterError               (RuntimeError) the cluster API failed (wraps the cause)
+
+Messages name the file and the place (key path or line:column) or the object
+(kind/namespace/name); the CLI prints them without a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class KaipolicyError(Exception):
+    """Base of every error kaipolicy raises on purpose."""
+
+
+class InputError(KaipolicyError, ValueError):
+    """Input a person wrote is wrong; the message says where."""
+
+
+class ScenarioError(InputError):
+    """A scenario file is malformed; names the file and the key path."""
+
+    def __init__(self, file: str, path: str, message: str) -> None:
+        self.file = file
+        self.path = path
+        where = f"{file}: {path}" if path else file
+        super().__init__(f"{where}: {message}")
+
+
+class RuleError(InputError):
+    """Rule files failed to load; `diagnostics` holds every problem found."""
+
+    def __init__(self, diagnostics: list[Any]) -> None:
+        self.diagnostics = diagnostics
+        lines = [str(d) for d in diagnostics[:20]]
+        if len(diagnostics) > 20:
+            lines.append(f"... and {len(diagnostics) - 20} more")
+        super().__init__("\n".join(lines) if lines else "rule bundle failed to load")
+
+
+class ConfigError(InputError):
+    """The scheduler configuration names an unknown plugin, action or argument."""
+
+
+class StatementError(KaipolicyError, RuntimeError):
+    """A statement operation does not fit the session state (a bug or a race)."""
+
+
+class ClusterError(KaipolicyError, RuntimeError):
+    """The Kubernetes API failed; the cause is chained."""

@@ -1,0 +1,1 @@
+"""The session, its hook slots, the statement and the configuration."""

@@ -1,0 +1,313 @@
+"""The session: one cycle's snapshot, the hook slots filled from the plugins, and the outbox.
+
+Plugins arrive as instances of compiled rule files; their rules are grouped per hook kind
+in tier order, and every hook result is combined here, as `framework/hooks.py` says. Actions
+read hook results only through the methods below and change state only through a Statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from kaipolicy.api.job import Job, PodSet
+from kaipolicy.api.node import Node
+from kaipolicy.api.queue import Queue
+from kaipolicy.api.snapshot import ClusterInfo
+from kaipolicy.api.task import Status, Task
+from kaipolicy.builtins import capacity, fairshare
+from kaipolicy.framework.audit import Audit
+from kaipolicy.framework.config import SchedulerConfig
+from kaipolicy.framework.hooks import BY_NAME
+from kaipolicy.framework.nodetable import NodeTable, NodeVector
+from kaipolicy.framework.outcome import OK, BindRecord, Code, EvictionRecord, Outcome, PipelineRecord
+from kaipolicy.framework.statement import Statement
+from kaipolicy.framework.tasks import init_request_quantities
+
+
+class Rule(Protocol):
+    """What the framework needs of a compiled rule (see kaipolicy.rules)."""
+
+    name: str
+    plugin: str
+    file: str
+    line: int
+    weight: float
+    builtin: str | None
+    with_args: dict[str, Any]
+    variables: tuple[str, ...]
+
+    @property
+    def hook_name(self) -> str: ...
+    def scalar(self, *values: Any) -> Any: ...
+    def vector(self, *values: Any) -> Any: ...
+    def message(self, *values: Any) -> str | None: ...
+    @property
+    def vectorizable(self) -> bool: ...
+
+
+class Session:
+    def __init__(self, cluster: ClusterInfo, config: SchedulerConfig, builtins: dict[str, Any] | None = None,
+                 k_value: float = 1.0, audit: Audit | None = None) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.params = config.params
+        self.audit = audit or Audit()
+        self.hooks: dict[str, list[Rule]] = {k: [] for k in BY_NAME}
+        self.builtins = builtins or {}
+        self.shares = fairshare.Shares.build(cluster, k_value)
+        self.node_list = sorted(cluster.nodes.values(), key=lambda n: n.name)
+        self.table = NodeTable(self.node_list)
+        self.binds: list[BindRecord] = []
+        self.evictions: list[EvictionRecord] = []
+        self.pipelines: list[PipelineRecord] = []
+        self.action = ""
+        self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
+        self.errors: list[Outcome] = []
+
+    def add_rules(self, rules: Iterable[Rule]) -> None:
+        """Fill the hook slots, in the order given (tier by tier, plugin by plugin)."""
+        for r in rules:
+            self.hooks[r.hook_name].append(r)
+
+    # ---- state changes (called by the Statement) ----------------------------------------------
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def set_status(self, task: Task, status: Status) -> None:
+        task.status = status
+        self.cache.pop(("tasks-to-allocate", task.job), None)
+        self.cache.pop(("init-request", task.job), None)
+
+    def on_allocate(self, task: Task) -> None:
+        self.shares.on_allocate(self.cluster.jobs[task.job], task, +1.0)
+        node = self.cluster.nodes.get(task.node)
+        if node is not None:
+            self.table.mark(node)
+
+    def on_deallocate(self, task: Task) -> None:
+        self.shares.on_allocate(self.cluster.jobs[task.job], task, -1.0)
+        node = self.cluster.nodes.get(task.node)
+        if node is not None:
+            self.table.mark(node)
+
+    def record_bind(self, task: Task) -> None:
+        self.set_status(task, Status.BINDING)
+        self.binds.append(BindRecord(task.job, task.name, task.namespace, task.node, list(task.gpu_groups),
+                                     task.request.gpus, self.action))
+
+    def record_eviction(self, task: Task, message: str, reason: dict[str, str]) -> None:
+        self.evictions.append(EvictionRecord(task.job, task.name, task.namespace, task.node, self.action,
+                                             message, reason))
+
+    def record_pipeline(self, task: Task, message: str) -> None:
+        self.pipelines.append(PipelineRecord(task.job, task.name, task.node, self.action, message))
+
+    # ---- evaluation helpers --------------------------------------------------------------------
+    def _args(self, rule: Rule, env: dict[str, Any]) -> list[Any]:
+        return [env[v] for v in rule.variables]
+
+    def _eval(self, rule: Rule, env: dict[str, Any], vector: bool = False) -> Any:
+        try:
+            fn = rule.vector if vector else rule.scalar
+            return fn(*self._args(rule, env))
+        except Exception as e:  # a rule failing at run time is an error outcome, never allow/deny
+            out = Outcome(Code.ERROR, f"{rule.plugin}/{rule.name}", f"{type(e).__name__}: {e}")
+            self.errors.append(out)
+            self.audit.rule_error(out)
+            return _ERROR
+
+    def _env(self, **values: Any) -> dict[str, Any]:
+        values["cluster"] = self
+        return values
+
+    def _key(self, kind: str, env: dict[str, Any]) -> list[Any]:
+        key: list[Any] = []
+        for rule in self.hooks[kind]:
+            value = self._eval(rule, env)
+            if value is None or value is _ERROR:
+                continue
+            key.extend(value)
+        return key
+
+    # ---- order hooks ---------------------------------------------------------------------------
+    def job_key(self, job: Job) -> tuple[Any, ...]:
+        return (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+
+    def task_key(self, task: Task, job: Job) -> tuple[Any, ...]:
+        return (*self._key("taskOrder", self._env(task=task, job=job)), task.created, task.uid)
+
+    def pod_set_key(self, pod_set: PodSet, job: Job) -> tuple[Any, ...]:
+        return (*self._key("podSetOrder", self._env(podSet=pod_set, job=job)), pod_set.name)
+
+    def queue_key(self, queue: Queue, job: Job | None, victims: Sequence[Job] = ()) -> tuple[Any, ...]:
+        env = self._env(queue=queue, job=job)
+        if victims:
+            env["victims"] = victims
+        return (*self._key("queueOrder", env), queue.created, queue.uid)
+
+    # ---- job-level gates -------------------------------------------------------------------------
+    def _first_deny(self, kind: str, env: dict[str, Any], first_only: bool = False) -> Outcome:
+        for rule in self.hooks[kind]:
+            value = self._eval(rule, env)
+            if value is _ERROR:
+                return self.errors[-1]
+            if value:
+                msg = rule.message(*self._args(rule, env)) if hasattr(rule, "message") else None
+                return Outcome(Code.DENY, f"{rule.plugin}/{rule.name}", msg or f"denied by {rule.plugin}/{rule.name}")
+            if first_only:
+                break
+        return OK
+
+    def over_capacity(self, job: Job, tasks: Sequence[Task]) -> Outcome:
+        return self._first_deny("overCapacity", self._env(job=job, queue=self.cluster.queues.get(job.queue),
+                                                          tasks=list(tasks)), first_only=True)
+
+    def non_preemptible_over_quota(self, job: Job, tasks: Sequence[Task]) -> Outcome:
+        return self._first_deny("nonPreemptibleOverQuota",
+                                self._env(job=job, queue=self.cluster.queues.get(job.queue), tasks=list(tasks)),
+                                first_only=True)
+
+    def task_over_capacity_on_node(self, task: Task, job: Job, node: Node) -> Outcome:
+        return self._first_deny("taskOverCapacityOnNode", self._env(task=task, job=job, node=node),
+                                first_only=True)
+
+    def pre_predicate(self, task: Task, job: Job) -> Outcome:
+        return self._first_deny("prePredicate", self._env(task=task, job=job))
+
+    def pre_job_allocation(self, job: Job) -> None:
+        for rule in self.hooks["preJobAllocation"]:
+            self.builtin(rule)(self, job)
+
+    def builtin(self, rule: Rule) -> Any:
+        fn = self.builtins.get(rule.builtin or "")
+        if fn is None:
+            raise KeyError(f"{rule.plugin}/{rule.name}: unknown built-in {rule.builtin!r}")
+        return fn
+
+    def subset_nodes(self, job: Job, group: Any, pod_sets: Sequence[PodSet], tasks: Sequence[Task],
+                     nodes: list[Node]) -> list[list[Node]]:
+        sets = [nodes]
+        for rule in self.hooks["subsetNodes"]:
+            fn = self.builtin(rule)
+            sets = [s for current in sets for s in fn(self, rule.with_args, job, group, pod_sets, tasks, current)]
+        return sets
+
+    # ---- node-level hooks ----------------------------------------------------------------------
+    def predicate_results(self, task: Task, job: Job, nodes: Sequence[Node]) -> list[str | None]:
+        """Per node: None when every predicate passes, else the first denial's message."""
+        out: list[str | None] = [None] * len(nodes)
+        rules = self.hooks["predicate"]
+        if not rules or not nodes:
+            return out
+        view = self.table.view(nodes)
+        open_idx = np.arange(len(nodes))
+        for rule in rules:
+            if len(open_idx) == 0:
+                break
+            denied = self._node_values(rule, task, job, nodes, view, open_idx)
+            if denied is None:
+                continue
+            mask = np.asarray(denied, dtype=bool)
+            for k in np.nonzero(mask)[0]:
+                i = int(open_idx[k])
+                node = nodes[i]
+                env = self._env(task=task, job=job, node=node)
+                msg = rule.message(*self._args(rule, env)) if hasattr(rule, "message") else None
+                out[i] = msg or f"node {node.name} rejected by {rule.plugin}/{rule.name}"
+            open_idx = open_idx[~mask]
+        return out
+
+    def _node_values(self, rule: Rule, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector,
+                     idx: np.ndarray) -> Any:
+        """Evaluate a node-level rule for nodes[idx]: vectorised when it can be."""
+        if rule.vectorizable:
+            sub = view if len(idx) == len(nodes) else self.table.view([nodes[i] for i in idx])
+            value = self._eval(rule, self._env(task=task, job=job, node=sub), vector=True)
+            if value is _ERROR:
+                return np.ones(len(idx), dtype=bool) if rule.hook_name == "predicate" else None
+            if value is None:
+                return None
+            return np.broadcast_to(np.asarray(value), (len(idx),))
+        values = []
+        for i in idx:
+            v = self._eval(rule, self._env(task=task, job=job, node=nodes[i]))
+            if v is _ERROR:
+                v = rule.hook_name == "predicate"
+            values.append(0 if v is None else v)
+        return np.asarray(values)
+
+    def node_scores(self, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray:
+        total = np.zeros(len(nodes))
+        rules = self.hooks["nodeOrder"]
+        if not rules or not nodes:
+            return total
+        view = self.table.view(nodes)
+        idx = np.arange(len(nodes))
+        for rule in rules:
+            values = self._node_values(rule, task, job, nodes, view, idx)
+            if values is not None:
+                total = total + rule.weight * values.astype(np.float64)
+        return total
+
+    def ordered_nodes(self, task: Task, job: Job, nodes: Sequence[Node]) -> list[Node]:
+        """Best score first; equal scores by node name (the reference's order)."""
+        scores = self.node_scores(task, job, nodes)
+        order = sorted(range(len(nodes)), key=lambda i: (-scores[i], nodes[i].name))
+        return [nodes[i] for i in order]
+
+    def gpu_score(self, task: Task, node: Node, group: str) -> float:
+        total = 0.0
+        for rule in self.hooks["gpuOrder"]:
+            v = self._eval(rule, self._env(task=task, node=node, gpu=GpuView(node, group)))
+            if v is not None and v is not _ERROR:
+                total += rule.weight * float(v)
+        return total
+
+    # ---- values the rules ask for (the `cluster` variable) -------------------------------------
+    def queue_share(self, queue_uid: str) -> fairshare.QueueShare:
+        return self.shares.queues[queue_uid]
+
+    def job_request(self, job: Job) -> dict[str, float]:
+        return init_request_quantities(self, job)
+
+    def queue_order_key(self, queue: Queue, job: Job | None, victims: Sequence[Job] = ()) -> list[Any]:
+        req = self.job_request(job) if job is not None else None
+        vict = None
+        if victims:
+            vict = fairshare.vec()
+            for v in victims:
+                res = v.allocated_resources()
+                vict["cpu"] += res.cpu
+                vict["memory"] += res.memory
+                vict["gpu"] += res.gpus
+        return capacity.queue_order_key(self.shares, self.shares.queues[queue.uid], req, vict)
+
+
+class GpuView:
+    """One candidate GPU on a node, as gpuOrder rules see it."""
+
+    __slots__ = ("node", "group")
+
+    def __init__(self, node: Node, group: str) -> None:
+        self.node = node
+        self.group = group
+
+    @property
+    def whole(self) -> bool:
+        from kaipolicy.api.task import WHOLE_GPU
+        return self.group == WHOLE_GPU
+
+    @property
+    def used_portion(self) -> float:
+        return 0.0 if self.whole else self.node.used_gpu_portion(self.group)
+
+
+class _Error:
+    def __repr__(self) -> str:
+        return "<rule error>"
+
+
+_ERROR = _Error()

@@ -1,0 +1,184 @@
+"""The Statement: the only way actions change the session's world.
+
+Operations (allocate, pipeline, evict) apply to the in-memory snapshot at once and are logged;
+`checkpoint()` marks a point, `rollback(cp)` undoes newest-first back to it, `discard()` undoes
+everything, and `commit()` hands the surviving operations to the session's outbox (binds,
+evictions, pipeline notes). This mirrors the reference scheduler's statement, including its
+quirk that pipelining a task back onto the node it is being evicted from simply un-evicts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kaipolicy.api.task import Status, Task
+from kaipolicy.errors import StatementError
+
+if TYPE_CHECKING:
+    from kaipolicy.framework.session import Session
+
+
+@dataclass(slots=True)
+class Operation:
+    kind: str                 # allocate | pipeline | evict
+    task: Task
+    node: str                 # the node the operation is about
+    previous_status: Status
+    previous_node: str
+    previous_groups: list[str]
+    previous_virtual: bool
+    message: str = ""
+    reason: dict[str, str] = field(default_factory=dict)
+    valid: bool = True
+
+
+class Statement:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.operations: list[Operation] = []
+
+    # ---- operations -------------------------------------------------------------------------
+    def allocate(self, task: Task, node_name: str) -> None:
+        ssn = self.session
+        node = ssn.cluster.nodes[node_name]
+        op = self._record("allocate", task, node_name)
+        ssn.set_status(task, Status.ALLOCATED)
+        task.node = node_name
+        node.add_task(task)
+        ssn.on_allocate(task)
+        task.is_virtual = True
+        self.operations.append(op)
+
+    def pipeline(self, task: Task, node_name: str, update_if_on_node: bool = True) -> None:
+        ssn = self.session
+        node = ssn.cluster.nodes[node_name]
+        on_node = node.tasks.get(task.key)
+        moved_gpu = bool(on_node is not None and task.gpu_groups and task.is_shared_allocation
+                         and task.gpu_groups != ["-1"] and task.gpu_groups != on_node.gpu_groups)
+        if on_node is not None and not update_if_on_node and not moved_gpu:
+            task.gpu_groups = list(on_node.gpu_groups)
+            self.unevict(task)
+            return
+        op = self._record("pipeline", task, node_name)
+        if moved_gpu and on_node is not None:
+            op.previous_groups = list(on_node.gpu_groups)
+        ssn.set_status(task, Status.PIPELINED)
+        task.node = node_name
+        if moved_gpu:
+            node.add_task(task, move_shared=True)
+        elif on_node is not None:
+            node.update_task(task)
+        else:
+            node.add_task(task)
+        ssn.on_allocate(task)
+        op.message = f"Pod {task.key} was pipelined to node {node_name}"
+        task.is_virtual = True
+        self.operations.append(op)
+
+    def evict(self, task: Task, message: str, reason: dict[str, str] | None = None) -> None:
+        ssn = self.session
+        if task.node not in ssn.cluster.nodes:
+            raise StatementError(f"cannot evict {task.key}: node {task.node!r} is not in the session")
+        node = ssn.cluster.nodes[task.node]
+        op = self._record("evict", task, task.node)
+        op.message = message
+        op.reason = dict(reason or {})
+        ssn.set_status(task, Status.RELEASING)
+        node.update_task(task)
+        ssn.on_deallocate(task)
+        task.is_virtual = True
+        self.operations.append(op)
+
+    def unevict(self, task: Task) -> None:
+        """Undo the earliest still-valid eviction of `task` (it fits back where it was)."""
+        for i, op in enumerate(self.operations):
+            if op.valid and op.kind == "evict" and op.task is task:
+                self._undo(op)
+                op.valid = False
+                return
+        raise StatementError(f"no eviction of {task.key} to undo")
+
+    def _record(self, kind: str, task: Task, node: str) -> Operation:
+        return Operation(kind, task, node, task.status, task.node, list(task.gpu_groups), task.is_virtual)
+
+    # ---- undo ---------------------------------------------------------------------------------
+    def checkpoint(self) -> int:
+        return len(self.operations)
+
+    def rollback(self, cp: int) -> None:
+        if cp < 0 or cp > len(self.operations):
+            raise StatementError(f"invalid checkpoint {cp}; the statement has {len(self.operations)} operations")
+        for op in reversed(self.operations[cp:]):
+            if op.valid:
+                self._undo(op)
+        del self.operations[cp:]
+
+    def discard(self) -> None:
+        self.rollback(0)
+
+    def _undo(self, op: Operation) -> None:
+        ssn = self.session
+        task = op.task
+        if op.kind == "allocate":
+            ssn.set_status(task, op.previous_status)
+            ssn.cluster.nodes[task.node].remove_task(task)
+            task.node = op.previous_node
+            task.is_virtual = op.previous_virtual
+            ssn.on_deallocate(task)
+        elif op.kind == "pipeline":
+            ssn.set_status(task, op.previous_status)
+            node = ssn.cluster.nodes[task.node]
+            task.node = op.previous_node
+            task.gpu_groups = list(op.previous_groups)
+            task.is_virtual = op.previous_virtual
+            # As in the reference, the task leaves the node even if it was there (releasing)
+            # before: rolling back its eviction as well puts it back.
+            node.remove_task(task)
+            ssn.on_deallocate(task)
+        else:  # evict
+            ssn.set_status(task, op.previous_status)
+            task.gpu_groups = list(op.previous_groups)
+            task.is_virtual = op.previous_virtual
+            node = ssn.cluster.nodes[op.node]
+            if task.key in node.tasks:
+                node.update_task(task)
+            else:
+                node.add_task(task)
+            ssn.on_allocate(task)
+
+    # ---- pipelining a whole job ---------------------------------------------------------------
+    def convert_allocated_to_pipelined(self, job_uid: str) -> None:
+        """The job could only partly start now: every allocation of it becomes a pipeline."""
+        kept: list[Operation] = []
+        converted: list[Operation] = []
+        for op in self.operations:
+            if op.valid and op.kind == "allocate" and op.task.job == job_uid:
+                converted.append(op)
+            else:
+                kept.append(op)
+        self.operations = kept
+        for op in converted:
+            task, node = op.task, op.task.node
+            self._undo(op)
+            task.is_virtual = True
+            self.pipeline(task, node, True)
+
+    # ---- commit -------------------------------------------------------------------------------
+    def commit(self) -> None:
+        ssn = self.session
+        for op in self.operations:
+            if not op.valid:
+                continue
+            if op.kind == "evict":
+                ssn.record_eviction(op.task, op.message, op.reason)
+                op.task.is_virtual = False
+            elif op.kind == "allocate":
+                node = ssn.cluster.nodes[op.task.node]
+                if op.task.is_shared_allocation:
+                    for g in op.task.gpu_groups:
+                        node.shared_used.setdefault(g, 0)
+                ssn.record_bind(op.task)
+            else:
+                ssn.record_pipeline(op.task, op.message)
+        self.operations = []

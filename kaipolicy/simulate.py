@@ -1,0 +1,93 @@
+"""`kaipolicy simulate`: run a scenario's cycles through run_cycle and report the outcome.
+
+The report is the JSON object of `../shared/scenario-format.md`: every task's final state,
+each job's fit error and start time, bind / eviction / pipeline counts per cycle, node GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kaipolicy.api.snapshot import ClusterInfo
+from kaipolicy.cache.scenario_source import Scenario, load_scenario
+from kaipolicy.cycle import run_cycle
+from kaipolicy.framework.audit import Audit
+from kaipolicy.framework.config import Params, config_from
+from kaipolicy.framework.session import Session
+
+
+@dataclass
+class SimulationResult:
+    scenario: Scenario
+    cluster: ClusterInfo
+    per_cycle: list[dict[str, int]]
+    last: Session
+    audit: Audit
+    seconds: list[float]
+
+    def report(self) -> dict[str, Any]:
+        return _report(self)
+
+
+def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None) -> SimulationResult:
+    params = Params.from_scenario(scenario.params, scenario.stale_grace_seconds)
+    config = config_from(scenario.config, actions=scenario.actions, params=params, where=f"{scenario.file}: config")
+    audit = audit or Audit()
+    per_cycle: list[dict[str, int]] = []
+    seconds: list[float] = []
+    cluster = scenario.snapshot()
+    result = None
+    for i in range(scenario.cycles):
+        if i > 0:
+            scenario.settle(cluster)
+            scenario.now += 1.0
+            cluster = scenario.snapshot()
+        audit.cycle = i + 1
+        audit.bundle_hash = getattr(bundle, "hash", "")
+        result = run_cycle(cluster, config, bundle, audit)
+        ssn = result.session
+        per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
+                          "pipelined": sum(1 for t in _tasks(cluster) if t.status.value == "Pipelined")})
+        seconds.append(result.seconds)
+    assert result is not None
+    return SimulationResult(scenario, cluster, per_cycle, result.session, audit, seconds)
+
+
+def simulate_file(path: str | Path, bundle: Any) -> SimulationResult:
+    return simulate(load_scenario(path), bundle)
+
+
+def _tasks(cluster: ClusterInfo) -> list[Any]:
+    return [t for j in cluster.jobs.values() for t in j.tasks.values()]
+
+
+def _report(res: SimulationResult) -> dict[str, Any]:
+    cluster = res.cluster
+    now = cluster.now
+    tasks = []
+    for spec in res.scenario.jobs:
+        job = cluster.jobs[spec["name"]]
+        for t in sorted(job.tasks.values(), key=lambda t: t.order):
+            acc = t.accepted if t.accepted is not None else t.request
+            tasks.append({"job": job.name, "name": t.name, "status": t.status.value,
+                          "node": t.node or None, "gpuGroups": list(t.gpu_groups),
+                          "gpus": t.request.gpus,
+                          "gpusAccepted": acc.gpus_quota if t.accepted is not None else 0.0,
+                          "gpuMemoryMiB": t.request.gpu_memory,
+                          "cpuMillis": t.request.cpu, "memoryBytes": t.request.memory})
+    jobs = []
+    for spec in res.scenario.jobs:
+        job = cluster.jobs[spec["name"]]
+        fit = "; ".join(job.fit_errors) if job.fit_errors else None
+        jobs.append({"name": job.name, "queue": job.queue, "fitError": fit,
+                     "lastStartSecondsAgo": None if job.last_start is None else round(now - job.last_start, 3)})
+    last = res.per_cycle[-1]
+    nodes = [{"name": n.name, "idleGpus": n.idle.gpus, "releasingGpus": n.releasing.gpus}
+             for n in sorted(cluster.nodes.values(), key=lambda n: n.name)]
+    return {"cycles": len(res.per_cycle), "tasks": tasks, "jobs": jobs, "binds": last["binds"],
+            "evictions": last["evictions"], "pipelined": last["pipelined"], "perCycle": res.per_cycle,
+            "nodes": nodes,
+            "evictionReasons": [{"job": e.job, "task": e.task, "node": e.node, "action": e.action,
+                                 "message": e.message, **e.reason} for e in res.last.evictions]}
