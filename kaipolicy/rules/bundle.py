@@ -25,17 +25,20 @@ DEFAULT_VECTOR_NAMES = frozenset({"node"})
 
 @dataclass(frozen=True)
 class PluginInstance:
-    """A plugin with its arguments bound. `cluster` is bound per cycle with bind_cluster()."""
+    """A plugin with its arguments bound. `cluster` is bound per cycle with bind_cluster().
+
+    `args` are the values as a dict; `arg_values` is the object expressions see as `args`.
+    """
 
     plugin: CompiledPlugin
     args: Mapping[str, ArgValue]
     rules: tuple[BoundRule, ...]
     cluster: Any = None
-    _values: ArgumentValues = field(default_factory=lambda: ArgumentValues({}), repr=False)
+    arg_values: ArgumentValues = field(default_factory=lambda: ArgumentValues({}), repr=False)
 
     def bind_cluster(self, cluster: Any) -> PluginInstance:
         """A copy whose rules see `cluster` (rebinding closures costs a few microseconds per rule)."""
-        rules = tuple(r.rule.bind(self._values, cluster) for r in self.rules)
+        rules = tuple(r.rule.bind(self.arg_values, cluster) for r in self.rules)
         return replace(self, rules=rules, cluster=cluster)
 
     def rules_for(self, hook: str) -> tuple[BoundRule, ...]:
