@@ -49,7 +49,7 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None) -> Sim
         result = run_cycle(cluster, config, bundle, audit)
         ssn = result.session
         per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
-                          "pipelined": sum(1 for t in _tasks(cluster) if t.status.value == "Pipelined")})
+                          "pipelined": len(ssn.pipelines)})
         seconds.append(result.seconds)
     assert result is not None
     return SimulationResult(scenario, cluster, per_cycle, result.session, audit, seconds)
@@ -57,10 +57,6 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None) -> Sim
 
 def simulate_file(path: str | Path, bundle: Any) -> SimulationResult:
     return simulate(load_scenario(path), bundle)
-
-
-def _tasks(cluster: ClusterInfo) -> list[Any]:
-    return [t for j in cluster.jobs.values() for t in j.tasks.values()]
 
 
 def _report(res: SimulationResult) -> dict[str, Any]:

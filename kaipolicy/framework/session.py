@@ -177,6 +177,48 @@ class Session:
     def pre_predicate(self, task: Task, job: Job) -> Outcome:
         return self._first_deny("prePredicate", self._env(task=task, job=job))
 
+    # ---- eviction hooks ---------------------------------------------------------------------------
+    def _all_allow(self, kind: str, env: dict[str, Any], first_only: bool = False,
+                   default: bool = True) -> Outcome:
+        """ALL_ALLOW (or FIRST_ONLY) over allow-rules; the refusing rule is stamped on the outcome."""
+        rules = self.hooks[kind]
+        if not rules:
+            return OK if default else Outcome(Code.DENY, "", f"no {kind} rule allows it")
+        for rule in rules[:1] if first_only else rules:
+            value = self._eval(rule, env)
+            if value is _ERROR:
+                return self.errors[-1]
+            if value is None:
+                continue
+            if not value:
+                return Outcome(Code.DENY, f"{rule.plugin}/{rule.name}", f"refused by {rule.plugin}/{rule.name}")
+        return OK
+
+    def allowing_rules(self, kind: str) -> list[str]:
+        """The rules that (together) allowed an eviction, for its reason."""
+        return [f"{r.plugin}/{r.name}" for r in self.hooks[kind]]
+
+    def can_reclaim(self, job: Job) -> Outcome:
+        # Only the first registered rule is consulted and no rule means "no", as in the reference.
+        return self._all_allow("canReclaim", self._env(job=job, queue=self.cluster.queues.get(job.queue)),
+                               first_only=True, default=False)
+
+    def reclaim_victim_filter(self, job: Job, victim: Job) -> Outcome:
+        return self._all_allow("reclaimVictimFilter", self._env(job=job, victim=victim))
+
+    def preempt_victim_filter(self, job: Job, victim: Job) -> Outcome:
+        return self._all_allow("preemptVictimFilter", self._env(job=job, victim=victim))
+
+    def reclaim_scenario_validator(self, job: Job, scenario: Any) -> Outcome:
+        return self._all_allow("reclaimScenarioValidator", self._env(job=job, scenario=scenario))
+
+    def preempt_scenario_validator(self, job: Job, scenario: Any) -> Outcome:
+        return self._all_allow("preemptScenarioValidator", self._env(job=job, scenario=scenario))
+
+    def on_job_solution_start(self) -> None:
+        for rule in self.hooks["onJobSolutionStart"]:
+            self.builtin(rule)(self)
+
     def pre_job_allocation(self, job: Job) -> None:
         for rule in self.hooks["preJobAllocation"]:
             self.builtin(rule)(self, job)
