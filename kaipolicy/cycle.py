@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaipolicy.actions.allocate import allocate
+from kaipolicy.actions.stalegangeviction import stalegangeviction
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.builtins import topology
 from kaipolicy.errors import ConfigError, KaipolicyError
@@ -21,12 +22,11 @@ from kaipolicy.framework.session import Session
 
 Action = Callable[[Session], None]
 
-ACTIONS: dict[str, Action] = {"allocate": allocate}
+ACTIONS: dict[str, Action] = {"allocate": allocate, "stalegangeviction": stalegangeviction}
 NOT_YET = {
-    "consolidation": "the eviction actions (consolidation, reclaim, preempt, stalegangeviction) are not built yet",
-    "reclaim": "the eviction actions (consolidation, reclaim, preempt, stalegangeviction) are not built yet",
-    "preempt": "the eviction actions (consolidation, reclaim, preempt, stalegangeviction) are not built yet",
-    "stalegangeviction": "the eviction actions (consolidation, reclaim, preempt, stalegangeviction) are not built yet",
+    "consolidation": "the victim-solver actions (consolidation, reclaim, preempt) are not built yet",
+    "reclaim": "the victim-solver actions (consolidation, reclaim, preempt) are not built yet",
+    "preempt": "the victim-solver actions (consolidation, reclaim, preempt) are not built yet",
 }
 
 BUILTINS: dict[str, Any] = {
