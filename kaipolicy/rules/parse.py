@@ -114,7 +114,12 @@ def parse(text: str) -> t.Expr:
         pos = err.token.start_pos if err.token.start_pos is not None else len(text)
         what = "end of expression" if err.token.type == "$END" else repr(str(err.token))
         raise ParseError(pos, f"unexpected {what}") from None
-    node = _Build().transform(raw)
+    try:
+        node = _Build().transform(raw)
+    except lark.exceptions.VisitError as err:  # a ParseError raised while building a node
+        if isinstance(err.orig_exc, ParseError):
+            raise err.orig_exc from None
+        raise
     for item in t.walk(node):
         if isinstance(item, t.Literal) and item.kind == "int" and not -INT64_MAX - 1 <= item.value <= INT64_MAX:
             raise ParseError(item.pos, "integer literal out of range")

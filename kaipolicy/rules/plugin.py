@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from kaipolicy.rules.arguments import Argument
 from kaipolicy.rules.check import Checker, result_problem
 from kaipolicy.rules.compile import CompiledRule, RuleInput, compile_rule
