@@ -6,6 +6,7 @@ tier; a plugin the bundle lacks or an argument it does not declare is a ConfigEr
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -95,11 +96,19 @@ def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, audit:
     for name in config.actions:
         if name not in ACTIONS:
             raise NotImplementedAction(f"action {name!r} cannot run: {NOT_YET.get(name, 'unknown action')}")
-    ssn = open_session(cluster, config, bundle, audit)
-    timings: dict[str, float] = {}
-    for name in config.actions:
-        t0 = time.perf_counter()
-        ACTIONS[name](ssn)
-        timings[name] = time.perf_counter() - t0
-    ssn.action = ""
+    # A cycle allocates many short-lived objects; the cyclic collector's pauses in the middle of
+    # it cost more than collecting once afterwards.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        ssn = open_session(cluster, config, bundle, audit)
+        timings: dict[str, float] = {}
+        for name in config.actions:
+            t0 = time.perf_counter()
+            ACTIONS[name](ssn)
+            timings[name] = time.perf_counter() - t0
+        ssn.action = ""
+    finally:
+        if was_enabled:
+            gc.enable()
     return CycleResult(ssn, time.perf_counter() - start, timings)

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
+
 from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import gpusharing
+from kaipolicy.framework.nodetable import fits_mask
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import tasks_to_allocate
@@ -73,34 +76,36 @@ def _tasks_on(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, tasks:
     return True
 
 
+SCALAR_PROBES = 4  # fitting nodes checked one by one before the rest are filtered as a vector
+
+
 def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job, task: Task,
                   pipeline_only: bool) -> bool:
+    """Best-scored node that fits and passes every predicate, as the reference walks them."""
     pre = ssn.pre_predicate(task, job)
     if not pre.ok:
         job.task_fit_errors[task.uid] = pre.message
         return False
-    real = not pipeline_only
-    fitting = [n for n in nodes if n.fits_idle_or_releasing(task)]
+    view = ssn.table.view(nodes)
+    fits = fits_mask(view, task, with_releasing=True)
     reasons: Counter[str] = Counter()
-    if real:
-        for n in nodes:
-            if not n.fits_idle_or_releasing(task) and not n.fits_idle(task):
-                reasons[_insufficient(n, task)] += 1
-    if fitting:
-        verdicts = ssn.predicate_results(task, job, fitting)
-        passing = []
-        for n, v in zip(fitting, verdicts):
-            if v is None:
-                passing.append(n)
-            elif real:
-                reasons[v] += 1
-        if passing:
-            ordered = ssn.ordered_nodes(task, job, nodes)
-            ok = set(id(n) for n in passing)
-            for node in ordered:
-                if id(node) in ok and _place(ssn, stmt, task, node, pipeline_only):
-                    return True
-    if real:
+    if fits.any():
+        order = ssn.node_order(task, job, nodes)
+        candidates = [nodes[i] for i in order[fits[order]]]
+        verdicts: dict[int, str | None] = {}
+        for k, node in enumerate(candidates):
+            if k == SCALAR_PROBES:
+                rest = candidates[k:]
+                verdicts.update(zip(map(id, rest), ssn.predicate_results(task, job, rest)))
+            verdict = verdicts[id(node)] if k >= SCALAR_PROBES else ssn.predicate_on(task, job, node)
+            if verdict is not None:
+                reasons[verdict] += 1
+            elif _place(ssn, stmt, task, node, pipeline_only):
+                return True
+    if not pipeline_only:
+        idle = fits_mask(view, task, with_releasing=False)
+        for i in np.flatnonzero(~fits & ~idle):
+            reasons[_insufficient(nodes[i], task)] += 1
         job.task_fit_errors[task.uid] = _summary(len(nodes), reasons)
     return False
 

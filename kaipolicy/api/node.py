@@ -95,8 +95,25 @@ class Node:
         return self.allocatable.memory
 
     @property
+    def idle_cpu_millis(self) -> float:
+        return self.idle.cpu
+
+    @property
+    def idle_memory_bytes(self) -> float:
+        return self.idle.memory
+
+    @property
+    def idle_pods(self) -> float:
+        return self.idle.pods
+
+    @property
     def free_pods(self) -> float:
         return self.idle.pods + self.releasing.pods
+
+    @property
+    def kind_signature(self) -> str:
+        """What decides which kinds of GPU request the node serves (MIG mode and strategy)."""
+        return f"{self.mig_enabled}/{self.mig_strategy}/{bool(self.legacy_mig_tasks)}"
 
     # ---- GPU memory arithmetic ----------------------------------------------------------
     def gpu_memory_of(self, req: Request) -> int:
@@ -168,6 +185,10 @@ class Node:
         return self.shared_used.get(group, 0) / self.gpu_memory if self.gpu_memory else 0.0
 
     # ---- summaries ----------------------------------------------------------------------
+    @property
+    def has_shared_groups(self) -> bool:
+        return any(v > 0 for v in self.shared_used.values())
+
     def shared_gpus_in_use(self) -> int:
         return sum(1 for v in self.shared_used.values() if v > 0)
 

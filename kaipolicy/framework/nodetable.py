@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from kaipolicy.api.node import Node
+from kaipolicy.api.task import Task
 
 
 class NodeVector:
@@ -21,9 +22,21 @@ class NodeVector:
     def __init__(self, table: NodeTable, idx: np.ndarray) -> None:
         self._table = table
         self._idx = idx
-        self.nodes = [table.nodes[i] for i in idx]
+
+    @property
+    def index(self) -> np.ndarray:
+        """Table rows of the chosen nodes (rows are in node-name order)."""
+        return self._idx
+
+    @property
+    def nodes(self) -> list[Node]:
+        nodes = [self._table.nodes[i] for i in self._idx]
+        self.__dict__["nodes"] = nodes
+        return nodes
 
     def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
         arr = self._table.column(attr)[self._idx]
         setattr(self, attr, arr)
         return arr
@@ -39,6 +52,8 @@ class NodeTable:
             n.index = i
         self._columns: dict[str, np.ndarray] = {}
         self._dirty: set[int] = set()
+        self._last_list: Sequence[Node] | None = None
+        self._last_idx = np.zeros(0, dtype=np.intp)
 
     def mark(self, node: Node) -> None:
         if self._columns:
@@ -64,7 +79,12 @@ class NodeTable:
 
     def view(self, nodes: Sequence[Node]) -> NodeVector:
         self._refresh()
-        return NodeVector(self, np.fromiter((n.index for n in nodes), dtype=np.intp, count=len(nodes)))
+        if nodes is self._last_list:
+            idx = self._last_idx
+        else:
+            idx = np.fromiter((n.index for n in nodes), dtype=np.intp, count=len(nodes))
+            self._last_list, self._last_idx = nodes, idx
+        return NodeVector(self, idx)
 
 
 def _array(values: list[Any]) -> np.ndarray:
@@ -75,3 +95,19 @@ def _array(values: list[Any]) -> np.ndarray:
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
     return arr
+
+
+def fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:
+    """Node.fits_idle / fits_idle_or_releasing for every node of the view, vectorised for
+    plain requests (CPU-only or whole GPUs); shared and MIG requests ask each node."""
+    req = task.request
+    if req.is_shared or req.mig:
+        check = (lambda n: n.fits_idle_or_releasing(task)) if with_releasing else (lambda n: n.fits_idle(task))
+        return np.fromiter((check(n) for n in view.nodes), dtype=bool, count=len(view))
+    if not with_releasing and req.is_empty:
+        return np.ones(len(view), dtype=bool)
+    if with_releasing:
+        cpu, mem, gpus, pods = view.free_cpu_millis, view.free_memory_bytes, view.free_gpus, view.free_pods
+    else:
+        cpu, mem, gpus, pods = view.idle_cpu_millis, view.idle_memory_bytes, view.idle_gpus, view.idle_pods
+    return (cpu >= req.cpu) & (mem >= req.memory) & (pods >= 1) & (gpus + 1e-9 >= req.gpus)

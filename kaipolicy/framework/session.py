@@ -262,6 +262,18 @@ class Session:
             open_idx = open_idx[~mask]
         return out
 
+    def predicate_on(self, task: Task, job: Job, node: Node) -> str | None:
+        """The predicates on one node, scalar: None when all pass, else the first denial."""
+        env = self._env(task=task, job=job, node=node)
+        for rule in self.hooks["predicate"]:
+            value = self._eval(rule, env)
+            if value is _ERROR:
+                return self.errors[-1].message
+            if value:
+                msg = rule.message(*self._args(rule, env))
+                return msg or f"node {node.name} rejected by {rule.plugin}/{rule.name}"
+        return None
+
     def _node_values(self, rule: Rule, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector,
                      idx: np.ndarray) -> Any:
         """Evaluate a node-level rule for nodes[idx]: vectorised when it can be."""
@@ -272,7 +284,8 @@ class Session:
                 return np.ones(len(idx), dtype=bool) if rule.hook_name == "predicate" else None
             if value is None:
                 return None
-            return np.broadcast_to(np.asarray(value), (len(idx),))
+            arr = np.asarray(value)
+            return arr if arr.shape == (len(idx),) else np.broadcast_to(arr, (len(idx),))
         values = []
         for i in idx:
             v = self._eval(rule, self._env(task=task, job=job, node=nodes[i]))
@@ -294,11 +307,14 @@ class Session:
                 total = total + rule.weight * values.astype(np.float64)
         return total
 
-    def ordered_nodes(self, task: Task, job: Job, nodes: Sequence[Node]) -> list[Node]:
-        """Best score first; equal scores by node name (the reference's order)."""
+    def node_order(self, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray:
+        """Positions in `nodes`, best score first; equal scores by node name (the reference's order)."""
         scores = self.node_scores(task, job, nodes)
-        order = sorted(range(len(nodes)), key=lambda i: (-scores[i], nodes[i].name))
-        return [nodes[i] for i in order]
+        # table rows are in name order, so a node's row is its rank by name
+        return np.lexsort((self.table.view(nodes).index, -scores))
+
+    def ordered_nodes(self, task: Task, job: Job, nodes: Sequence[Node]) -> list[Node]:
+        return [nodes[i] for i in self.node_order(task, job, nodes)]
 
     def gpu_score(self, task: Task, node: Node, group: str) -> float:
         total = 0.0

@@ -15,7 +15,7 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import affinity, capacity, gpusharing, topology
-from kaipolicy.framework.nodetable import NodeVector
+from kaipolicy.framework.nodetable import NodeVector, fits_mask
 from kaipolicy.framework.tasks import tasks_to_allocate
 from kaipolicy.rules.vocabulary import FieldSpec, FunctionSpec, TypeSpec, Vocabulary
 from kaipolicy.rules.vocabulary import snake_case as _snake
@@ -76,8 +76,37 @@ def _over_nodes(fn: Any) -> Any:
     return vector
 
 
+def _by_column(fn: Any, column: str) -> Any:
+    """Vector form of a per-node function that depends on the node only through one column:
+    evaluated once per distinct value among the candidate nodes."""
+    def vector(*args: Any) -> np.ndarray:
+        nv = next(a for a in args if isinstance(a, NodeVector))
+        values = getattr(nv, column)
+        keys, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+        results = [fn(*[nv.nodes[int(i)] if a is nv else a for a in args]) for i in first]
+        return np.asarray(results, dtype=object if isinstance(results[0], str) else None)[inverse]
+    return vector
+
+
 def _fits_idle(task: Task, node: Node) -> bool:
     return node.fits_idle(task)
+
+
+def _fits_idle_vector(task: Task, node: NodeVector) -> np.ndarray:
+    return fits_mask(node, task, with_releasing=False)
+
+
+def _fits_shared_group_vector(task: Task, node: NodeVector) -> np.ndarray:
+    out = np.zeros(len(node), dtype=bool)
+    for i in np.flatnonzero(node.has_shared_groups):
+        out[i] = _fits_shared_group(task, node.nodes[int(i)])
+    return out
+
+
+def _node_affinity_vector(task: Task, node: NodeVector) -> np.ndarray:
+    if not task.node_affinity:
+        return np.ones(len(node), dtype=bool)
+    return np.fromiter((affinity.node_affinity_matches(task, n) for n in node.nodes), dtype=bool, count=len(node))
 
 
 def _fits_shared_group(task: Task, node: Node) -> bool:
@@ -141,8 +170,20 @@ def _pod_affinity(cluster: Any, task: Task, node: Node) -> bool:
     return affinity.pod_affinity_fits(cluster.cluster, task, node)
 
 
+def _pod_affinity_vector(cluster: Any, task: Task, node: NodeVector) -> np.ndarray:
+    if task.pod_affinity is None:
+        return np.ones(len(node), dtype=bool)
+    return np.fromiter((_pod_affinity(cluster, task, n) for n in node.nodes), dtype=bool, count=len(node))
+
+
 def _topology_score(cluster: Any, task: Task, job: Job, node: Node) -> float:
     return topology.preferred_score(cluster, task, job, node)
+
+
+def _topology_score_vector(cluster: Any, task: Task, job: Job, node: NodeVector) -> np.ndarray:
+    if not topology.has_preference(job):
+        return np.zeros(len(node))
+    return np.fromiter((_topology_score(cluster, task, job, n) for n in node.nodes), dtype=float, count=len(node))
 
 
 def _f(name: str, params: tuple[str, ...], result: str, impl: Any, vector: Any = None, doc: str = "") -> FunctionSpec:
@@ -150,24 +191,25 @@ def _f(name: str, params: tuple[str, ...], result: str, impl: Any, vector: Any =
 
 
 FUNCTIONS = {f.name: f for f in (
-    _f("fits.idle", ("Task", "Node"), "bool", _fits_idle, _over_nodes(_fits_idle),
+    _f("fits.idle", ("Task", "Node"), "bool", _fits_idle, _fits_idle_vector,
        "The task fits on the node's idle resources now (no waiting for releasing pods)."),
-    _f("fits.sharedGroup", ("Task", "Node"), "bool", _fits_shared_group, _over_nodes(_fits_shared_group),
+    _f("fits.sharedGroup", ("Task", "Node"), "bool", _fits_shared_group, _fits_shared_group_vector,
        "An existing shared-GPU group on the node has room for the task."),
     _f("nodes.resourceTypeError", ("Task", "Node"), "string", affinity.resource_type_error,
-       _over_nodes(affinity.resource_type_error),
+       _by_column(affinity.resource_type_error, "kind_signature"),
        "Why the node's kind of GPUs (none, whole, MIG) cannot serve the task; '' when it can."),
     _f("placement.binpack", ("double", "double"), "double", _binpack, _binpack_vector,
        "9 x (1 - (free - min) / (max - min)) over the candidate nodes (vector mode only)."),
     _f("placement.spread", ("double", "double"), "double", _spread, _spread, "free / total, 0 when total is 0."),
     _f("affinity.nodeMatches", ("Task", "Node"), "bool", affinity.node_affinity_matches,
-       _over_nodes(affinity.node_affinity_matches), "The node satisfies the task's required node affinity."),
-    _f("affinity.podFits", ("Cluster", "Task", "Node"), "bool", _pod_affinity, _over_nodes(_pod_affinity),
+       _node_affinity_vector, "The node satisfies the task's required node affinity."),
+    _f("affinity.podFits", ("Cluster", "Task", "Node"), "bool", _pod_affinity, _pod_affinity_vector,
        "The task's required pod affinity and anti-affinity hold on the node."),
-    _f("capacity.onNode", ("Cluster", "Task", "Job", "Node"), "string", _cap_on_node, _over_nodes(_cap_on_node),
+    _f("capacity.onNode", ("Cluster", "Task", "Job", "Node"), "string", _cap_on_node,
+       _by_column(_cap_on_node, "gpu_memory"),
        "The session's taskOverCapacityOnNode verdict: '' when the queue may take the task on this node."),
     _f("capacity.taskOverLimitOnNode", ("Cluster", "Task", "Job", "Node"), "string", _task_over_limit_on_node,
-       _over_nodes(_task_over_limit_on_node), "Queue limit or non-preemptible quota exceeded by this task here."),
+       _by_column(_task_over_limit_on_node, "gpu_memory"), "Queue limit or non-preemptible quota exceeded by this task here."),
     _f("capacity.jobOverCapacity", ("Cluster", "Job"), "string", _job_over_capacity, None,
        "Queue limit or non-preemptible quota exceeded by the job's next tasks; '' when not."),
     _f("capacity.nonPreemptibleOverQuota", ("Cluster", "Job"), "string", _np_over_quota, None,
@@ -177,7 +219,7 @@ FUNCTIONS = {f.name: f for f in (
     _f("gpu.needsNewGroup", ("Cluster", "Task", "Node"), "bool", _needs_new_group, _over_nodes(_needs_new_group),
        "Placing this shared task on the node would open a new GPU group (it needs a reservation pod slot)."),
     _f("topology.preferredScore", ("Cluster", "Task", "Job", "Node"), "double", _topology_score,
-       _over_nodes(_topology_score), "Preference for nodes inside the job's preferred topology domain."),
+       _topology_score_vector, "Preference for nodes inside the job's preferred topology domain."),
 )}
 
 VOCABULARY = Vocabulary(types=TYPES, variables=VARIABLES, functions=FUNCTIONS)
