@@ -22,14 +22,3 @@ def preferred_score(ssn: Any, task: Task, job: Job, node: Node) -> float:
 def pre_job_allocation(ssn: Any, job: Job) -> None:
     return None
 
-
-def has_preference(job: Job) -> bool:
-    """Whether any level of the job's sub-group tree asks for a preferred topology level."""
-    stack: list[Any] = [job.root]
-    while stack:
-        g = stack.pop()
-        if g.topology is not None and g.topology.preferred_level:
-            return True
-        stack.extend(getattr(g, "groups", []))
-        stack.extend(getattr(g, "pod_sets", []))
-    return False

@@ -180,8 +180,20 @@ def _topology_score(cluster: Any, task: Task, job: Job, node: Node) -> float:
     return topology.preferred_score(cluster, task, job, node)
 
 
+def _has_preference(job: Job) -> bool:
+    """Whether any level of the job's sub-group tree asks for a preferred topology level."""
+    stack: list[Any] = [job.root]
+    while stack:
+        g = stack.pop()
+        if g.topology is not None and g.topology.preferred_level:
+            return True
+        stack.extend(getattr(g, "groups", []))
+        stack.extend(getattr(g, "pod_sets", []))
+    return False
+
+
 def _topology_score_vector(cluster: Any, task: Task, job: Job, node: NodeVector) -> np.ndarray:
-    if not topology.has_preference(job):
+    if not _has_preference(job):
         return np.zeros(len(node))
     return np.fromiter((_topology_score(cluster, task, job, n) for n in node.nodes), dtype=float, count=len(node))
 
