@@ -70,9 +70,10 @@ def plugin_args(config: SchedulerConfig, plugin: str) -> dict[str, Any]:
     return {}
 
 
-def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, audit: Audit | None = None) -> Session:
+def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, audit: Audit | None = None,
+                 vectorize: bool = True) -> Session:
     k_value = float(plugin_args(config, "proportion").get("kValue", 1.0))
-    ssn = Session(cluster, config, builtins=BUILTINS, k_value=k_value, audit=audit)
+    ssn = Session(cluster, config, builtins=BUILTINS, k_value=k_value, audit=audit, vectorize=vectorize)
     rules = []
     for option in config.plugins():
         if option.name not in bundle.plugins:
@@ -91,7 +92,8 @@ class CycleResult:
     action_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, audit: Audit | None = None) -> CycleResult:
+def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, audit: Audit | None = None,
+              vectorize: bool = True) -> CycleResult:
     start = time.perf_counter()
     for name in config.actions:
         if name not in ACTIONS:
@@ -101,7 +103,7 @@ def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, audit:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        ssn = open_session(cluster, config, bundle, audit)
+        ssn = open_session(cluster, config, bundle, audit, vectorize)
         timings: dict[str, float] = {}
         for name in config.actions:
             t0 = time.perf_counter()

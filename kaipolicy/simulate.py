@@ -31,7 +31,7 @@ class SimulationResult:
         return _report(self)
 
 
-def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None) -> SimulationResult:
+def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vectorize: bool = True) -> SimulationResult:
     params = Params.from_scenario(scenario.params, scenario.stale_grace_seconds)
     config = config_from(scenario.config, actions=scenario.actions, params=params, where=f"{scenario.file}: config")
     audit = audit or Audit()
@@ -46,7 +46,7 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None) -> Sim
             cluster = scenario.snapshot()
         audit.cycle = i + 1
         audit.bundle_hash = getattr(bundle, "hash", "")
-        result = run_cycle(cluster, config, bundle, audit)
+        result = run_cycle(cluster, config, bundle, audit, vectorize)
         ssn = result.session
         per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
                           "pipelined": len(ssn.pipelines)})
@@ -55,8 +55,8 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None) -> Sim
     return SimulationResult(scenario, cluster, per_cycle, result.session, audit, seconds)
 
 
-def simulate_file(path: str | Path, bundle: Any) -> SimulationResult:
-    return simulate(load_scenario(path), bundle)
+def simulate_file(path: str | Path, bundle: Any, vectorize: bool = True) -> SimulationResult:
+    return simulate(load_scenario(path), bundle, vectorize=vectorize)
 
 
 def _report(res: SimulationResult) -> dict[str, Any]:
@@ -85,5 +85,6 @@ def _report(res: SimulationResult) -> dict[str, Any]:
     return {"cycles": len(res.per_cycle), "tasks": tasks, "jobs": jobs, "binds": last["binds"],
             "evictions": last["evictions"], "pipelined": last["pipelined"], "perCycle": res.per_cycle,
             "nodes": nodes,
+            "ruleErrors": sorted({f"{e.rule}: {e.message}" for e in res.last.errors}),
             "evictionReasons": [{"job": e.job, "task": e.task, "node": e.node, "action": e.action,
                                  "message": e.message, **e.reason} for e in res.last.evictions]}

@@ -113,7 +113,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
 def _place(ssn: Session, stmt: Statement, task: Task, node: Node, pipeline_only: bool) -> bool:
     if task.request.is_shared:
         fitting = gpusharing.fitting_gpus(node, task, lambda g: ssn.gpu_score(task, node, g))
-        choice = gpusharing.choose_groups(node, task, fitting, pipeline_only)
+        choice = gpusharing.choose_groups(node, task, fitting, pipeline_only, mint=ssn.new_gpu_group)
         if choice is None:
             return False
         task.gpu_groups = choice.groups

@@ -8,20 +8,11 @@ pipelined (it waits on releasing resources).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import WHOLE_GPU, Task
-
-_new_ids = itertools.count(1)
-
-
-def new_group_id() -> str:
-    # Not a number, so it reads as a new group (existing groups from the cluster are device indexes).
-    return f"g-{next(_new_ids):06d}"
-
 
 def is_new_group(group: str) -> bool:
     return not group.lstrip("-").isdigit()
@@ -44,7 +35,8 @@ class SharedChoice:
 
 
 def choose_groups(node: Node, task: Task, fitting: list[str], pipeline_only: bool,
-                  mint: Callable[[], str] = new_group_id) -> SharedChoice | None:
+                  mint: Callable[[], str]) -> SharedChoice | None:
+    """`mint` names a new group for a whole device; new names must not read as numbers."""
     groups: list[str] = []
     releasing = False
     for g in fitting:

@@ -50,7 +50,7 @@ class Rule(Protocol):
 
 class Session:
     def __init__(self, cluster: ClusterInfo, config: SchedulerConfig, builtins: dict[str, Any] | None = None,
-                 k_value: float = 1.0, audit: Audit | None = None) -> None:
+                 k_value: float = 1.0, audit: Audit | None = None, vectorize: bool = True) -> None:
         self.cluster = cluster
         self.config = config
         self.params = config.params
@@ -66,6 +66,15 @@ class Session:
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
         self.errors: list[Outcome] = []
+        self._groups_minted = 0
+        self.scoring_nodes: Sequence[Node] = ()
+        self.scoring_memo: dict[Any, Any] = {}
+        self.vectorize = vectorize        # False: every node-level rule runs node by node (tests compare)
+
+    def new_gpu_group(self) -> str:
+        """A fresh shared-GPU group id, unique in the session and the same on every run."""
+        self._groups_minted += 1
+        return f"new-{self._groups_minted}"
 
     def add_rules(self, rules: Iterable[Rule]) -> None:
         """Fill the hook slots, in the order given (tier by tier, plugin by plugin)."""
@@ -277,7 +286,7 @@ class Session:
     def _node_values(self, rule: Rule, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector,
                      idx: np.ndarray) -> Any:
         """Evaluate a node-level rule for nodes[idx]: vectorised when it can be."""
-        if rule.vectorizable:
+        if rule.vectorizable and self.vectorize:
             sub = view if len(idx) == len(nodes) else self.table.view([nodes[i] for i in idx])
             value = self._eval(rule, self._env(task=task, job=job, node=sub), vector=True)
             if value is _ERROR:
@@ -299,6 +308,9 @@ class Session:
         rules = self.hooks["nodeOrder"]
         if not rules or not nodes:
             return total
+        # what node-set-relative functions (bin-packing) compare against in scalar mode
+        self.scoring_nodes = nodes
+        self.scoring_memo = {}
         view = self.table.view(nodes)
         idx = np.arange(len(nodes))
         for rule in rules:

@@ -113,13 +113,17 @@ def _fits_shared_group(task: Task, node: Node) -> bool:
     return any(node.fits_on_group(task.request, g) for g in node.shared_used)
 
 
-def _binpack(free: float, allocatable: float) -> float:
-    raise ValueError("placement.binpack compares nodes with each other: it runs in vector mode only")
+_PACKED = {"gpu": ("free_gpus", "allocatable_gpus"), "cpu": ("free_cpu_millis", "allocatable_cpu_millis")}
 
 
-def _binpack_vector(free: Any, allocatable: Any) -> np.ndarray:
-    free = np.asarray(free, dtype=float)
-    allocatable = np.broadcast_to(np.asarray(allocatable, dtype=float), free.shape)
+def _pack_columns(resource: str) -> tuple[str, str]:
+    if resource not in _PACKED:
+        raise ValueError(f"placement.binpack: resource must be 'gpu' or 'cpu', not {resource!r}")
+    return _PACKED[resource]
+
+
+def _binpack_scores(free: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
+    """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource."""
     counted = allocatable != 0
     if not counted.any():
         return np.zeros(free.shape)
@@ -129,6 +133,25 @@ def _binpack_vector(free: Any, allocatable: Any) -> np.ndarray:
     if lo == hi:
         return np.where(counted, 9.0, 0.0)
     return np.where(counted, 9.0 * (1 - (free - lo) / (hi - lo)), 0.0)
+
+
+def _binpack(cluster: Any, node: Node, resource: str) -> float:
+    """Scalar form: the candidate node set is the one the session is scoring now."""
+    free_col, alloc_col = _pack_columns(resource)
+    nodes = cluster.scoring_nodes
+    key = ("binpack", resource, id(nodes))
+    memo = cluster.scoring_memo.get(key)
+    if memo is None:
+        free = np.array([getattr(n, free_col) for n in nodes], dtype=float)
+        alloc = np.array([getattr(n, alloc_col) for n in nodes], dtype=float)
+        memo = cluster.scoring_memo[key] = dict(zip((id(n) for n in nodes), _binpack_scores(free, alloc)))
+    return float(memo[id(node)])
+
+
+def _binpack_vector(cluster: Any, node: NodeVector, resource: str) -> np.ndarray:
+    free_col, alloc_col = _pack_columns(resource)
+    return _binpack_scores(np.asarray(getattr(node, free_col), dtype=float),
+                           np.asarray(getattr(node, alloc_col), dtype=float))
 
 
 def _spread(free: Any, total: Any) -> Any:
@@ -210,8 +233,8 @@ FUNCTIONS = {f.name: f for f in (
     _f("nodes.resourceTypeError", ("Task", "Node"), "string", affinity.resource_type_error,
        _by_column(affinity.resource_type_error, "kind_signature"),
        "Why the node's kind of GPUs (none, whole, MIG) cannot serve the task; '' when it can."),
-    _f("placement.binpack", ("double", "double"), "double", _binpack, _binpack_vector,
-       "9 x (1 - (free - min) / (max - min)) over the candidate nodes (vector mode only)."),
+    _f("placement.binpack", ("Cluster", "Node", "string"), "double", _binpack, _binpack_vector,
+       "9 x (1 - (free - min) / (max - min)) of the 'gpu' or 'cpu' resource over the candidate nodes."),
     _f("placement.spread", ("double", "double"), "double", _spread, _spread, "free / total, 0 when total is 0."),
     _f("affinity.nodeMatches", ("Task", "Node"), "bool", affinity.node_affinity_matches,
        _node_affinity_vector, "The node satisfies the task's required node affinity."),
