@@ -243,6 +243,17 @@ class Node:
         self._track(stored, -1)
         self.version += 1
 
+    def snapshot(self) -> tuple[object, ...]:
+        """Everything tasks change on the node, to restore exactly on rollback."""
+        return (self.idle.clone(), self.used.clone(), self.releasing.clone(), dict(self.tasks),
+                dict(self.shared_used), dict(self.shared_releasing), dict(self.shared_allocated),
+                set(self.shared_marked_releasing), set(self.legacy_mig_tasks))
+
+    def restore(self, snap: tuple[object, ...]) -> None:
+        (self.idle, self.used, self.releasing, self.tasks, self.shared_used, self.shared_releasing,  # type: ignore[assignment]
+         self.shared_allocated, self.shared_marked_releasing, self.legacy_mig_tasks) = snap
+        self.version += 1
+
     def update_task(self, task: Task) -> None:
         self.remove_task(task)
         self.add_task(task)

@@ -31,6 +31,7 @@ class Operation:
     message: str = ""
     reason: dict[str, str] = field(default_factory=dict)
     valid: bool = True
+    node_before: tuple[object, ...] = ()   # the node's accounting before the operation
 
 
 class Statement:
@@ -100,48 +101,51 @@ class Statement:
         raise StatementError(f"no eviction of {task.key} to undo")
 
     def _record(self, kind: str, task: Task, node: str) -> Operation:
-        return Operation(kind, task, node, task.status, task.node, list(task.gpu_groups), task.is_virtual)
+        return Operation(kind, task, node, task.status, task.node, list(task.gpu_groups), task.is_virtual,
+                         node_before=self.session.cluster.nodes[node].snapshot())
 
     # ---- undo ---------------------------------------------------------------------------------
     def checkpoint(self) -> int:
         return len(self.operations)
 
     def rollback(self, cp: int) -> None:
+        """Undo newest-first back to `cp`. Each node gets back exactly the accounting it had before
+        the operation (the reference re-applies its arithmetic instead, which can drift once a
+        pipelined task has taken more than the node's releasing share)."""
         if cp < 0 or cp > len(self.operations):
             raise StatementError(f"invalid checkpoint {cp}; the statement has {len(self.operations)} operations")
         for op in reversed(self.operations[cp:]):
             if op.valid:
-                self._undo(op)
+                self._undo(op, exact=True)
         del self.operations[cp:]
 
     def discard(self) -> None:
         self.rollback(0)
 
-    def _undo(self, op: Operation) -> None:
+    def _undo(self, op: Operation, exact: bool = False) -> None:
         ssn = self.session
         task = op.task
-        if op.kind == "allocate":
-            ssn.set_status(task, op.previous_status)
-            ssn.cluster.nodes[task.node].remove_task(task)
-            task.node = op.previous_node
-            task.is_virtual = op.previous_virtual
+        node = ssn.cluster.nodes[op.node]
+        if op.kind in ("allocate", "pipeline"):
             ssn.on_deallocate(task)
-        elif op.kind == "pipeline":
             ssn.set_status(task, op.previous_status)
-            node = ssn.cluster.nodes[task.node]
             task.node = op.previous_node
             task.gpu_groups = list(op.previous_groups)
             task.is_virtual = op.previous_virtual
-            # As in the reference, the task leaves the node even if it was there (releasing)
-            # before: rolling back its eviction as well puts it back.
-            node.remove_task(task)
-            ssn.on_deallocate(task)
+            if exact:
+                node.restore(op.node_before)
+            else:
+                node.remove_task(task)
+            # Kept on purpose: like the reference, the task keeps what it was last granted; the
+            # next placement overwrites it and pending tasks are counted by their request.
+            ssn.table.mark(node)
         else:  # evict
             ssn.set_status(task, op.previous_status)
             task.gpu_groups = list(op.previous_groups)
             task.is_virtual = op.previous_virtual
-            node = ssn.cluster.nodes[op.node]
-            if task.key in node.tasks:
+            if exact:
+                node.restore(op.node_before)
+            elif task.key in node.tasks:
                 node.update_task(task)
             else:
                 node.add_task(task)

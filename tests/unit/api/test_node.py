@@ -1,0 +1,74 @@
+"""Node accounting: whole GPUs, shared GPU groups, releasing and pipelined tasks."""
+
+from __future__ import annotations
+
+from kaipolicy.api.node import Node
+from kaipolicy.api.resources import Request, Resources
+from kaipolicy.api.task import Status, Task
+
+
+def make_node(gpus: int = 4) -> Node:
+    return Node("n", Resources(64000, 256e9, float(gpus), 110.0), labels={"nvidia.com/gpu.count": str(gpus)})
+
+
+def task(name: str, gpus: float, status: Status, groups: list[str] | None = None) -> Task:
+    return Task(uid=name, name=name, namespace="ns", job="j", request=Request.build(1000, 1e9, gpus=gpus),
+                status=status, node="n", gpu_groups=list(groups or []))
+
+
+def test_a_whole_gpu_task_takes_its_gpus_out_of_idle_and_gives_them_back() -> None:
+    n = make_node()
+    t = task("a", 2, Status.RUNNING)
+    n.add_task(t)
+    assert (n.idle.gpus, n.used.gpus, n.idle.pods) == (2, 2, 109)
+    n.remove_task(t)
+    assert (n.idle.gpus, n.used.gpus, n.idle.pods) == (4, 0, 110)
+
+
+def test_the_first_fraction_on_a_gpu_takes_a_whole_device_and_the_second_shares_it() -> None:
+    n = make_node()
+    a, b = task("a", 0.5, Status.RUNNING, ["g1"]), task("b", 0.5, Status.RUNNING, ["g1"])
+    n.add_task(a)
+    assert n.idle.gpus == 3
+    n.add_task(b)
+    assert n.idle.gpus == 3
+    assert n.shared_allocated["g1"] == 100
+    n.remove_task(a)
+    assert n.idle.gpus == 3
+    n.remove_task(b)
+    assert n.idle.gpus == 4
+
+
+def test_a_shared_gpu_whose_tasks_all_release_counts_as_one_releasing_gpu() -> None:
+    n = make_node(1)
+    n.add_task(task("a", 0.5, Status.RELEASING, ["g1"]))
+    assert (n.idle.gpus, n.releasing.gpus) == (0, 1)
+    assert n.idle_gpus_total() == 0.5
+
+
+def test_a_group_with_room_fits_a_fraction_and_a_full_one_does_not() -> None:
+    n = make_node(1)
+    n.add_task(task("a", 0.5, Status.RUNNING, ["g1"]))
+    assert n.fits_on_group(Request.build(0, 0, gpus=0.5), "g1")
+    assert not n.fits_on_group(Request.build(0, 0, gpus=0.75), "g1")
+
+
+def test_a_task_fits_on_releasing_resources_only_when_idle_is_not_enough() -> None:
+    n = make_node(2)
+    n.add_task(task("r", 2, Status.RELEASING))
+    want = task("w", 2, Status.PENDING)
+    assert not n.fits_idle(want)
+    assert n.fits_idle_or_releasing(want)
+
+
+def test_a_pipelined_task_consumes_releasing_resources() -> None:
+    n = make_node(2)
+    n.add_task(task("r", 2, Status.RELEASING))
+    n.add_task(task("p", 2, Status.PIPELINED))
+    assert n.releasing.gpus == 0
+    assert not n.fits_idle_or_releasing(task("x", 1, Status.PENDING))
+
+
+def test_gpu_memory_requests_become_a_portion_rounded_up_to_hundredths() -> None:
+    n = Node("n", Resources(1000, 1e9, 1, 110), gpu_memory=3000)
+    assert n.portion_of_memory(1000) == 0.34

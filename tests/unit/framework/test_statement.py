@@ -1,0 +1,110 @@
+"""The Statement: operations apply at once, rollback and discard restore exactly, commit records."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from kaipolicy.api.task import Status
+from kaipolicy.cycle import open_session
+from kaipolicy.framework.config import SchedulerConfig
+from kaipolicy.framework.session import Session
+from tests.scenarios.shared import default_bundle
+from tests.unit.helpers import job, node, scenario
+
+
+def build() -> Session:
+    jobs = [job(f"p{i}", tasks=[{"state": "Pending"}], perTask={"gpus": g, "cpuMillis": 100, "memoryBytes": 10})
+            for i, g in enumerate([1, 0.5, 2, 0.25, 1, 0.5])]
+    jobs += [job(f"r{i}", tasks=[{"state": "Running", "node": f"n{i % 2}"}]) for i in range(4)]
+    jobs += [job("shared", tasks=[{"state": "Running", "node": "n1", "gpuGroups": ["7"]}],
+                 perTask={"gpus": 0.5, "cpuMillis": 100, "memoryBytes": 10})]
+    scn = scenario([node("n0"), node("n1"), node("n2", gpus=2)], jobs)
+    return open_session(scn.snapshot(), SchedulerConfig(), default_bundle())
+
+
+def _nonzero(d: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in d.items() if v}
+
+
+def state(ssn: Session) -> Any:
+    """Everything a rollback must restore. Zero entries of the shared-GPU maps are dropped (the
+    reference keeps emptied groups around), and so are a pending task's GPU groups, which the
+    placement code sets before it asks the statement (as the reference does)."""
+    nodes = {n.name: (repr(n.idle), repr(n.used), repr(n.releasing), _nonzero(n.shared_used),
+                      _nonzero(n.shared_allocated), _nonzero(n.shared_releasing), sorted(n.shared_marked_releasing),
+                      sorted(n.tasks))
+             for n in ssn.cluster.nodes.values()}
+    tasks = {t.uid: (t.status, t.node, list(t.gpu_groups) if t.status != Status.PENDING else None)
+             for j in ssn.cluster.jobs.values() for t in j.tasks.values()}
+    shares = {q: {r: (s.allocated, s.allocated_non_preemptible) for r, s in qs.shares.items()}
+              for q, qs in ssn.shares.queues.items()}
+    return nodes, tasks, shares
+
+
+
+
+def test_rollback_to_a_checkpoint_restores_exactly_the_state_taken_there() -> None:
+    for seed in range(60):
+        rng = random.Random(seed)
+        ssn = build()
+        stmt = ssn.statement()
+        tasks = [t for j in ssn.cluster.jobs.values() for t in j.tasks.values()]
+        nodes = list(ssn.cluster.nodes)
+        checkpoints = []
+        for step in range(12):
+            if rng.random() < 0.3:
+                checkpoints.append((stmt.checkpoint(), state(ssn)))
+            t = rng.choice(tasks)
+            target = ssn.cluster.nodes[rng.choice(nodes)]
+            if t.status == Status.PENDING:
+                # only what the actions would do: allocate onto idle room, pipeline onto releasing room
+                if t.request.is_shared:
+                    t.gpu_groups = [ssn.new_gpu_group()]
+                if target.fits_idle(t) and rng.random() < 0.5:
+                    stmt.allocate(t, target.name)
+                elif target.fits_idle_or_releasing(t):
+                    stmt.pipeline(t, target.name)
+            elif t.status == Status.RUNNING:
+                stmt.evict(t, "test")
+        for cp, snap in reversed(checkpoints):
+            stmt.rollback(cp)
+            assert state(ssn) == snap, f"seed {seed}: rollback to {cp} differs"
+
+
+def test_discard_undoes_everything() -> None:
+    ssn = build()
+    before = state(ssn)
+    stmt = ssn.statement()
+    running = [t for j in ssn.cluster.jobs.values() for t in j.tasks.values() if t.status == Status.RUNNING]
+    pending = [t for j in ssn.cluster.jobs.values() for t in j.tasks.values() if t.status == Status.PENDING]
+    stmt.evict(running[0], "x")
+    stmt.pipeline(pending[0], running[0].node)
+    stmt.allocate(pending[2], "n2")
+    stmt.discard()
+    assert state(ssn) == before
+
+
+def test_commit_turns_allocations_into_binds_and_evictions_into_records() -> None:
+    ssn = build()
+    stmt = ssn.statement()
+    running = next(t for j in ssn.cluster.jobs.values() for t in j.tasks.values() if t.status == Status.RUNNING)
+    pending = ssn.cluster.jobs["p0"].tasks["p0-0"]
+    stmt.evict(running, "make room", {"job": "default/p0"})
+    stmt.allocate(pending, "n2")
+    stmt.commit()
+    assert [b.task for b in ssn.binds] == ["p0-0"]
+    assert pending.status == Status.BINDING
+    assert [(e.task, e.message, e.reason) for e in ssn.evictions] == [(running.name, "make room", {"job": "default/p0"})]
+
+
+def test_pipelining_a_victim_back_onto_its_own_node_just_cancels_its_eviction() -> None:
+    ssn = build()
+    before = state(ssn)
+    stmt = ssn.statement()
+    victim = ssn.cluster.jobs["r0"].tasks["r0-0"]
+    stmt.evict(victim, "x")
+    stmt.pipeline(victim, victim.node, update_if_on_node=False)
+    assert state(ssn) == before
+    stmt.commit()
+    assert ssn.evictions == []
