@@ -1,0 +1,72 @@
+"""Fair share: deserved quota first, then over-quota by priority band and weight, level by level."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaipolicy.builtins.fairshare import Shares
+from tests.unit.helpers import job, node, scenario
+
+
+def shares(queues: list[dict[str, Any]], jobs: list[dict[str, Any]], gpus: int = 8) -> Shares:
+    scn = scenario([node("n0", gpus=gpus)], jobs, queues=queues, defaultDepartment=False)
+    return Shares.build(scn.snapshot())
+
+
+def gpu_fair(s: Shares, name: str) -> float:
+    return s.queues[name].shares["gpu"].fair_share
+
+
+def pending(name: str, queue: str, n: int) -> dict[str, Any]:
+    return job(name, queue, tasks=[{"state": "Pending"} for _ in range(n)])
+
+
+def test_each_queue_gets_its_deserved_quota_when_it_asks_for_it() -> None:
+    s = shares([{"name": "a", "deserved": {"gpu": 3}}, {"name": "b", "deserved": {"gpu": 5}}],
+               [pending("ja", "a", 3), pending("jb", "b", 5)])
+    assert (gpu_fair(s, "a"), gpu_fair(s, "b")) == (3, 5)
+
+
+def test_a_queue_asking_less_than_its_quota_gets_only_what_it_asks() -> None:
+    s = shares([{"name": "a", "deserved": {"gpu": 6}}, {"name": "b", "deserved": {"gpu": 2}}],
+               [pending("ja", "a", 1), pending("jb", "b", 7)])
+    assert gpu_fair(s, "a") == 1
+    assert gpu_fair(s, "b") == 7  # its 2 deserved plus what is left over
+
+
+def test_leftovers_are_split_by_over_quota_weight() -> None:
+    s = shares([{"name": "a", "deserved": {"gpu": 0}, "overQuotaWeight": {"gpu": 3}},
+                {"name": "b", "deserved": {"gpu": 0}, "overQuotaWeight": {"gpu": 1}}],
+               [pending("ja", "a", 8), pending("jb", "b", 8)])
+    assert (gpu_fair(s, "a"), gpu_fair(s, "b")) == (6, 2)
+
+
+def test_a_higher_priority_band_is_served_before_a_lower_one() -> None:
+    s = shares([{"name": "hi", "deserved": {"gpu": 0}, "priority": 200},
+                {"name": "lo", "deserved": {"gpu": 0}, "priority": 100}],
+               [pending("jh", "hi", 6), pending("jl", "lo", 6)])
+    assert (gpu_fair(s, "hi"), gpu_fair(s, "lo")) == (6, 2)
+
+
+def test_a_limit_caps_what_a_queue_can_be_given() -> None:
+    s = shares([{"name": "a", "deserved": {"gpu": 0}, "limit": {"gpu": 2}},
+                {"name": "b", "deserved": {"gpu": 0}}],
+               [pending("ja", "a", 8), pending("jb", "b", 8)])
+    assert gpu_fair(s, "a") == 2
+    assert gpu_fair(s, "b") == 6
+
+
+def test_a_department_divides_its_own_share_among_its_queues() -> None:
+    queues = [{"name": "d1", "deserved": {"gpu": 4}}, {"name": "d2", "deserved": {"gpu": 4}},
+              {"name": "a", "parent": "d1", "deserved": {"gpu": 1}}, {"name": "b", "parent": "d1", "deserved": {"gpu": 1}},
+              {"name": "c", "parent": "d2", "deserved": {"gpu": 4}}]
+    s = shares(queues, [pending("ja", "a", 8), pending("jb", "b", 8), pending("jc", "c", 1)])
+    assert gpu_fair(s, "d1") == 7  # 4 deserved + 3 that d2 does not ask for
+    assert gpu_fair(s, "a") + gpu_fair(s, "b") == 7
+
+
+def test_running_work_counts_as_allocated_up_the_tree() -> None:
+    queues = [{"name": "d", "deserved": {"gpu": 8}}, {"name": "a", "parent": "d", "deserved": {"gpu": 8}}]
+    s = shares(queues, [job("r", "a", tasks=[{"state": "Running", "node": "n0"}] * 1)])
+    assert s.queues["a"].shares["gpu"].allocated == 1
+    assert s.queues["d"].shares["gpu"].allocated == 1

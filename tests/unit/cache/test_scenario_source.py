@@ -1,0 +1,60 @@
+"""Scenario files: loading errors name the file and place; settling between cycles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kaipolicy.api.task import Status
+from kaipolicy.cache.scenario_source import load_scenario
+from kaipolicy.errors import ScenarioError
+from tests.unit.helpers import job, node, scenario
+
+
+def test_a_file_that_is_not_yaml_is_reported_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nactions: [allocate\n")
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(bad)
+    assert str(bad) in str(e.value) and "line" in str(e.value)
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "nope.yaml")
+
+
+def test_an_unknown_key_names_the_key_path() -> None:
+    with pytest.raises(ScenarioError, match=r"jobs\[j0\].perTask.gpuz"):
+        scenario([node("n0")], [job("j0", perTask={"gpuz": 1})])
+
+
+def test_binding_runs_and_pipelined_and_releasing_pods_return_to_pending_after_a_cycle() -> None:
+    scn = scenario([node("n0")], [
+        job("b", tasks=[{"state": "Running", "node": "n0"}]),
+        job("p", tasks=[{"state": "Running", "node": "n0"}]),
+        job("r", tasks=[{"state": "Releasing", "node": "n0"}]),
+        job("d", tasks=[{"state": "Releasing", "node": "n0"}], deleted=True),
+    ])
+    cluster = scn.snapshot()
+    cluster.jobs["b"].tasks["b-0"].status = Status.BINDING
+    cluster.jobs["p"].tasks["p-0"].status = Status.PIPELINED
+    scn.settle(cluster)
+    after = scn.snapshot()
+    assert after.jobs["b"].tasks["b-0"].status == Status.RUNNING and after.jobs["b"].tasks["b-0"].node == "n0"
+    assert after.jobs["p"].tasks["p-0"].status == Status.PENDING and after.jobs["p"].tasks["p-0"].node == ""
+    assert after.jobs["r"].tasks["r-0"].status == Status.PENDING
+    assert after.jobs["d"].tasks["d-0"].status == Status.RELEASING
+
+
+def test_the_default_department_holds_queues_without_a_parent() -> None:
+    scn = scenario([node("n0")], [job("j")], queues=[{"name": "q0"}])
+    cluster = scn.snapshot()
+    assert cluster.queues["q0"].parent == "default"
+    assert cluster.queues["default"].children == ["q0"]
+
+
+def test_task_priority_becomes_the_task_priority_label() -> None:
+    scn = scenario([node("n0")], [job("j", tasks=[{"state": "Pending", "priority": 7}])])
+    assert scn.snapshot().jobs["j"].tasks["j-0"].labels["kai.scheduler/task-priority"] == "7"

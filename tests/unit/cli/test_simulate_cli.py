@@ -1,0 +1,54 @@
+"""`kaipolicy simulate`: text for people, JSON/JSONL for tools, one bad file does not stop the rest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kaipolicy.cli.main import main
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "small-cluster.yaml"
+
+
+def test_text_output_says_where_pods_went_and_why_others_wait(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "llm-finetune [nlp]: 2 Binding" in out
+    assert "pending because: vision quota has reached the allowable limit of GPUs" in out
+
+
+def test_jsonl_output_gives_one_line_per_file_and_an_error_line_for_a_bad_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nactions: [allocate]\nqueues: []\nnodes: []\njobs: []\nbogus: 1\n")
+    assert main(["simulate", "--output", "jsonl", str(bad), str(EXAMPLE)]) == 1
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0]["scenario"] == str(bad) and "bogus" in lines[0]["error"]
+    assert lines[1]["scenario"] == str(EXAMPLE) and lines[1]["binds"] == 3
+
+
+def test_a_single_bad_file_prints_one_message_and_no_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nactions: [allocate]\nqueues: []\nnodes: []\njobs: [{name: j, queue: nowhere, tasks: []}]\n")
+    assert main(["simulate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "nowhere" in err and "Traceback" not in err
+
+
+def test_json_output_has_the_documented_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["simulate", "--output", "json", str(EXAMPLE)])
+    report = json.loads(capsys.readouterr().out)
+    assert {"cycles", "tasks", "jobs", "binds", "evictions", "pipelined", "perCycle", "nodes"} <= set(report)
+    assert {"job", "name", "status", "node", "gpuGroups", "gpus", "gpusAccepted", "cpuMillis", "memoryBytes"} \
+        <= set(report["tasks"][0])
+
+
+def test_the_audit_log_is_written_as_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    audit = tmp_path / "audit.jsonl"
+    main(["simulate", "--audit", str(audit), str(EXAMPLE)])
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert any(r["kind"] == "job" and r["job"] == "detector-sweep" and r["outcome"] == "pending" for r in records)
+    assert all(r["bundle"] for r in records)
