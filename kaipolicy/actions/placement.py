@@ -101,12 +101,19 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
             if verdict is not None:
                 reasons[verdict] += 1
             elif _place(ssn, stmt, task, node, pipeline_only):
+                if ssn.audit.enabled:
+                    ssn.audit.add("task", action=ssn.action, job=job.name, task=task.name, node=node.name,
+                                  outcome=task.status.value, pipelineOnly=pipeline_only,
+                                  scores=ssn.score_breakdown(node), rejected=dict(reasons.most_common(5)))
                 return True
     if not pipeline_only:
         idle = fits_mask(view, task, with_releasing=False)
         for i in np.flatnonzero(~fits & ~idle):
             reasons[_insufficient(nodes[i], task)] += 1
         job.task_fit_errors[task.uid] = _summary(len(nodes), reasons)
+        if ssn.audit.enabled:
+            ssn.audit.add("task", action=ssn.action, job=job.name, task=task.name, node=None, outcome="unplaced",
+                          rejected=dict(reasons.most_common(5)))
     return False
 
 

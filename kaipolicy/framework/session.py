@@ -68,6 +68,7 @@ class Session:
         self.errors: list[Outcome] = []
         self._groups_minted = 0
         self.scoring_nodes: Sequence[Node] = ()
+        self.last_scores: tuple[Sequence[Node], dict[str, np.ndarray]] = ((), {})
         self.scoring_memo: dict[Any, Any] = {}
         self.vectorize = vectorize        # False: every node-level rule runs node by node (tests compare)
 
@@ -313,11 +314,23 @@ class Session:
         self.scoring_memo = {}
         view = self.table.view(nodes)
         idx = np.arange(len(nodes))
+        parts: dict[str, np.ndarray] = {}
         for rule in rules:
             values = self._node_values(rule, task, job, nodes, view, idx)
             if values is not None:
-                total = total + rule.weight * values.astype(np.float64)
+                weighted = rule.weight * values.astype(np.float64)
+                total = total + weighted
+                parts[f"{rule.plugin}/{rule.name}"] = weighted
+        self.last_scores = (nodes, parts)
         return total
+
+    def score_breakdown(self, node: Node) -> dict[str, float]:
+        """What each nodeOrder rule gave `node` in the last scoring (for the audit log)."""
+        nodes, parts = self.last_scores
+        for i, n in enumerate(nodes):
+            if n is node:
+                return {rule: round(float(v[i]), 4) for rule, v in parts.items() if v[i]}
+        return {}
 
     def node_order(self, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray:
         """Positions in `nodes`, best score first; equal scores by node name (the reference's order)."""
