@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaipolicy.actions.allocate import allocate
+from kaipolicy.actions.consolidation import consolidation
+from kaipolicy.actions.preempt import preempt
+from kaipolicy.actions.reclaim import reclaim
 from kaipolicy.actions.stalegangeviction import stalegangeviction
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.builtins import topology
@@ -23,12 +26,9 @@ from kaipolicy.framework.session import Session
 
 Action = Callable[[Session], None]
 
-ACTIONS: dict[str, Action] = {"allocate": allocate, "stalegangeviction": stalegangeviction}
-NOT_YET = {
-    "consolidation": "the victim-solver actions (consolidation, reclaim, preempt) are not built yet",
-    "reclaim": "the victim-solver actions (consolidation, reclaim, preempt) are not built yet",
-    "preempt": "the victim-solver actions (consolidation, reclaim, preempt) are not built yet",
-}
+ACTIONS: dict[str, Action] = {"allocate": allocate, "consolidation": consolidation, "reclaim": reclaim,
+                               "preempt": preempt, "stalegangeviction": stalegangeviction}
+NOT_YET: dict[str, str] = {}
 
 BUILTINS: dict[str, Any] = {
     "topology.subsetNodes": topology.subset_nodes,

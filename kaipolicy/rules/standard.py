@@ -258,3 +258,44 @@ FUNCTIONS = {f.name: f for f in (
 )}
 
 VOCABULARY = Vocabulary(types=TYPES, variables=VARIABLES, functions=FUNCTIONS)
+
+
+# ---- eviction functions (issue 3) ----
+# Types and functions the eviction hooks use: scenarios of victims (reclaim, preempt,
+# consolidation), the proportion plugin's reclaim rules and min-runtime protection.
+from kaipolicy.builtins import minruntime as _minruntime  # noqa: E402
+from kaipolicy.builtins import reclaimable as _reclaimable  # noqa: E402
+
+TYPES["Scenario"] = _type("Scenario", "A victim scenario: the pending job as grown so far and its victims.", {
+    "preemptor": "Job", "victims": "list<Victim>", "action": "string",
+})
+TYPES["Victim"] = _type("Victim", "A victim job and the pods of it the scenario may take.", {
+    "job": "Job", "tasks": "list<Task>",
+})
+
+
+def _can_reclaim(cluster: Any, job: Job) -> bool:
+    return _reclaimable.can_reclaim(cluster.shares.queues, job, cluster.job_request(job))
+
+
+def _is_elastic(job: Job) -> bool:
+    return job.is_elastic()
+
+
+FUNCTIONS.update({f.name: f for f in (
+    _f("reclaim.canReclaim", ("Cluster", "Job"), "bool", _can_reclaim, None,
+       "The job's queue stays within its fair share (and, for a non-preemptible job, its deserved "
+       "quota) with the job's next tasks added."),
+    _f("reclaim.reclaimable", ("Cluster", "Scenario", "double"), "bool", _reclaimable.scenario_reclaimable, None,
+       "Every victim chunk fits a reclaim strategy where the queue paths diverge, and the reclaimer "
+       "stays below its siblings' fair-share saturation (times the multiplier) at every level."),
+    _f("jobs.isElastic", ("Job",), "bool", _is_elastic, None, "Some pod set has more pods than its minimum."),
+    _f("minruntime.reclaimProtected", ("Cluster", "Job", "Job", "string", "string"), "bool",
+       _minruntime.reclaim_protected, None,
+       "The victim (3rd) started less than its reclaim min-runtime ago, for the reclaiming job (2nd); "
+       "args: default duration, resolve method (lca | queue)."),
+    _f("minruntime.preemptProtected", ("Cluster", "Job", "string"), "bool", _minruntime.preempt_protected, None,
+       "The victim started less than its preempt min-runtime ago; arg: default duration."),
+    _f("minruntime.keepsMinAvailable", ("Victim",), "bool", _minruntime.keeps_min_available, None,
+       "Taking the victim's listed pods leaves every pod set of it at least its minimum."),
+)})

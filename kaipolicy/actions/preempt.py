@@ -1,0 +1,60 @@
+"""preempt: pending jobs evict lower-priority preemptible jobs of their own queue.
+
+A non-preemptible job that would take its queue over its deserved quota does not try. Victims
+are active, strictly lower-priority preemptible jobs of the same queue that pass
+preemptVictimFilter; a scenario must pass preemptScenarioValidator.
+"""
+
+from __future__ import annotations
+
+from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
+from kaipolicy.actions.signatures import FailedSignatures
+from kaipolicy.actions.solver import JobSolver, feasible_nodes
+from kaipolicy.api.job import Job
+from kaipolicy.api.task import ACTIVE_ALLOCATED, ALIVE, Task
+from kaipolicy.framework.session import Session
+from kaipolicy.framework.statement import Statement
+from kaipolicy.framework.tasks import tasks_to_allocate
+
+ACTION = "preempt"
+
+
+def preempt(ssn: Session) -> None:
+    ssn.action = ACTION
+    order = JobsByQueue(ssn, depth=ssn.config.depth(ACTION)).add(ssn.cluster.jobs.values(), PENDING_READY)
+    failed = FailedSignatures(ssn)
+    rules = ", ".join([*ssn.allowing_rules("preemptVictimFilter"), *ssn.allowing_rules("preemptScenarioValidator")])
+    while not order.empty():
+        job = order.pop()
+        if job is None:
+            break
+        if failed.skip(job):
+            continue
+        solved, stmt, victims = _attempt(ssn, job, rules)
+        if solved and stmt is not None:
+            stmt.commit()
+            ssn.audit.add("job", action=ACTION, job=job.name, outcome="preempted",
+                          victims=[t.key for t in victims])
+        else:
+            failed.remember(job)
+
+
+def has_live_pod(ssn: Session, job: Job) -> bool:
+    """At least one alive pod, on a node the session knows when it names one."""
+    nodes = ssn.cluster.nodes
+    return any(t.status in ALIVE and (not t.node or t.node in nodes) for t in job.tasks.values())
+
+
+def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None, list[Task]]:
+    if not ssn.non_preemptible_over_quota(job, tasks_to_allocate(ssn, job, False)).ok:
+        return False, None, []
+
+    def victims() -> list[Job]:
+        return [v for v in ssn.cluster.jobs.values()
+                if v.queue == job.queue and v.uid != job.uid and v.preemptible and v.priority < job.priority
+                and any(t.status in ACTIVE_ALLOCATED for t in v.tasks.values())
+                and has_live_pod(ssn, v) and ssn.preempt_victim_filter(job, v).ok]
+
+    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job), victims,
+                       lambda partial, scenario: ssn.preempt_scenario_validator(partial, scenario), rules)
+    return solver.solve(job)

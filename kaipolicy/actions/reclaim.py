@@ -1,0 +1,57 @@
+"""reclaim: pending jobs take resources back from other queues' preemptible jobs.
+
+A job may try only if the canReclaim hook allows it (its queue stays within fair share); victims
+are active preemptible jobs of other queues that pass reclaimVictimFilter, worst queue and job
+first; a scenario must pass reclaimScenarioValidator, judged on the queue shares as they stood
+when the job's solution started.
+"""
+
+from __future__ import annotations
+
+from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
+from kaipolicy.actions.signatures import FailedSignatures
+from kaipolicy.actions.solver import JobSolver, feasible_nodes
+from kaipolicy.api.job import Job
+from kaipolicy.api.task import ACTIVE_ALLOCATED
+from kaipolicy.builtins.reclaimable import snapshot
+from kaipolicy.framework.session import Session
+
+ACTION = "reclaim"
+
+
+def reclaim(ssn: Session) -> None:
+    ssn.action = ACTION
+    order = JobsByQueue(ssn, depth=ssn.config.depth(ACTION)).add(ssn.cluster.jobs.values(), PENDING_READY)
+    failed = FailedSignatures(ssn)
+    rules = ", ".join([*ssn.allowing_rules("canReclaim")[:1], *ssn.allowing_rules("reclaimVictimFilter"),
+                       *ssn.allowing_rules("reclaimScenarioValidator")])
+    while not order.empty():
+        job = order.pop()
+        if job is None:
+            break
+        if not ssn.can_reclaim(job).ok:
+            continue
+        if failed.skip(job):
+            continue
+        solved, stmt, victims = _attempt(ssn, job, rules)
+        if solved and stmt is not None:
+            stmt.commit()
+            ssn.audit.add("job", action=ACTION, job=job.name, outcome="reclaimed",
+                          victims=[t.key for t in victims])
+        else:
+            failed.remember(job)
+
+
+def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, object, list]:  # type: ignore[type-arg]
+    ssn.on_job_solution_start()
+    start = snapshot(ssn.shares.queues)
+
+    def victims() -> list[Job]:
+        return [v for v in ssn.cluster.jobs.values()
+                if v.queue != job.queue and v.preemptible
+                and any(t.status in ACTIVE_ALLOCATED for t in v.tasks.values())
+                and ssn.reclaim_victim_filter(job, v).ok]
+
+    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job), victims,
+                       lambda partial, scenario: ssn.reclaim_scenario_validator(partial, scenario), rules, start)
+    return solver.solve(job)

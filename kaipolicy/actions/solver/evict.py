@@ -1,0 +1,62 @@
+"""Evicting a scenario's victims through the Statement, each with the reference's message and a
+reason naming the preemptor, the action and the rules that allowed it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kaipolicy.api.job import Job
+from kaipolicy.api.queue import UNLIMITED, Queue
+from kaipolicy.api.task import Task
+from kaipolicy.framework.session import Session
+from kaipolicy.framework.statement import Statement
+
+
+def evict_all(ssn: Session, stmt: Statement, tasks: Sequence[Task], preemptor: Job, action: str,
+              rules: str) -> None:
+    reason = {"job": f"{preemptor.namespace}/{preemptor.name}", "action": action, "rules": rules,
+              "gangSize": str(len(tasks))}
+    messages = [eviction_message(ssn, action, t, preemptor) for t in tasks]
+    for task, message in zip(tasks, messages):
+        stmt.evict(task, message, reason)
+
+
+def eviction_message(ssn: Session, action: str, task: Task, preemptor: Job) -> str:
+    if action == "preempt":
+        return (f"Pod {task.namespace}/{task.name} was preempted by higher priority workload "
+                f"{preemptor.namespace}/{preemptor.name}")
+    if action == "consolidation":
+        return (f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing "
+                "(resource consolidation) procedure")
+    msg = f"Pod {task.namespace}/{task.name} was preempted by workload {preemptor.namespace}/{preemptor.name}."
+    queues = ssn.cluster.queues
+    victim_job = ssn.cluster.jobs.get(task.job)
+    if victim_job is None:
+        return msg
+    reclaimer, reclaimee = queues.get(preemptor.queue), queues.get(victim_job.queue)
+    if reclaimer is None or reclaimee is None:
+        return msg
+    if reclaimer.parent != reclaimee.parent:
+        reclaimer = queues.get(reclaimer.parent or "")  # type: ignore[assignment]
+        reclaimee = queues.get(reclaimee.parent or "")  # type: ignore[assignment]
+        if reclaimer is None or reclaimee is None:
+            return msg
+    return f"{msg}\n{_queue_details(ssn, reclaimee)}\n{_queue_details(ssn, reclaimer)}"
+
+
+def _queue_details(ssn: Session, queue: Queue) -> str:
+    share = ssn.queue_share(queue.uid)
+    return (f"{queue.name} uses <{_resources(share.get('allocated'))}> with a quota of "
+            f"<{_resources(share.get('deserved'))}>, fair-share of <{_resources(share.get('fair_share'))}> "
+            f"and queue priority of <{queue.priority}>.")
+
+
+def _resources(v: dict[str, float]) -> str:
+    return f"GPU: {_human(v['gpu'], 1)}, CPU: {_human(v['cpu'], 1000)} (cores), memory: {_human(v['memory'], 1e9)} (GB)"
+
+
+def _human(value: float, unit: float) -> str:
+    if value == UNLIMITED:
+        return "Unlimited"
+    text = f"{value / unit:.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text

@@ -1,0 +1,218 @@
+"""The victim solver shared by reclaim, preempt and consolidation.
+
+`JobSolver` grows the pending job one task at a time; for each partial job it walks the
+scenarios of a `ScenarioBuilder` and hands each to `solve_scenario`, which evicts the victims
+recorded by the previous (smaller) solution, then the potential victims node by node (a
+checkpoint per node), and re-places the partial job and the victims in pipeline-only mode. A
+victim that fits back has only moved; one left Releasing is a real victim. The validator must
+accept the scenario, and the solution of the whole job is the Statement left applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from kaipolicy.actions.ordering import JobFilter, JobsByQueue
+from kaipolicy.actions.placement import allocate_job
+from kaipolicy.actions.solver.evict import evict_all
+from kaipolicy.actions.solver.scenario import Scenario
+from kaipolicy.actions.solver.victim_queue import KeyMemo, ScenarioBuilder, VictimQueue
+from kaipolicy.actions.solver.views import partial_job
+from kaipolicy.api.job import Job
+from kaipolicy.api.node import Node
+from kaipolicy.api.task import Status, Task
+from kaipolicy.errors import StatementError
+from kaipolicy.framework.outcome import Outcome
+from kaipolicy.framework.session import Session
+from kaipolicy.framework.statement import Statement
+from kaipolicy.framework.tasks import init_request_quantities, tasks_to_allocate
+
+Validator = Callable[[Job, Scenario], Outcome]
+
+
+@dataclass
+class Solution:
+    solved: bool
+    victim_tasks: list[Task] = field(default_factory=list)
+    victim_jobs: list[Job] = field(default_factory=list)
+    statement: Statement | None = None
+
+
+FAILED = Solution(False)
+
+
+@dataclass
+class SolverStats:
+    scenarios: int = 0
+    filtered: int = 0
+    simulations: int = 0
+
+
+class JobSolver:
+    def __init__(self, ssn: Session, action: str, feasible: Sequence[Node], victims: Callable[[], list[Job]],
+                 validator: Validator | None, rules: str, start_shares: Any = None) -> None:
+        self.ssn = ssn
+        self.action = action
+        self.feasible = list(feasible)
+        self._victims_fn = victims
+        self._victims: list[Job] | None = None
+        self.validator = validator
+        self.rules = rules
+        self.start_shares = start_shares
+        self.key_memo: KeyMemo = {}
+        self.stats = SolverStats()
+        self._pending_jobs: list[Job] | None = None
+
+    def solve(self, job: Job) -> tuple[bool, Statement | None, list[Task]]:
+        before = job.active_used
+        to_allocate = tasks_to_allocate(self.ssn, job, False)
+        statement: Statement | None = None
+        recorded_tasks: list[Task] = []
+        recorded_jobs: list[Job] = []
+        pending: list[Task] = []
+        for task in to_allocate:
+            pending.append(task)
+            result = self._solve_partial(partial_job(job, pending), recorded_tasks, recorded_jobs)
+            if result is None or not result.solved:
+                break
+            if len(pending) < len(to_allocate) and result.statement is not None:
+                result.statement.discard()
+            statement = result.statement
+            recorded_tasks, recorded_jobs = result.victim_tasks, result.victim_jobs
+        solved = job.gang_satisfied() and job.active_used > before
+        return solved, statement, recorded_tasks
+
+    # ---- one partial job -------------------------------------------------------------------------
+    def victims(self) -> list[Job]:
+        # The session is in the same state at every partial job's start, so the eligible
+        # victims (and their keys, memoised in key_memo) are computed once per job.
+        if self._victims is None:
+            self._victims = self._victims_fn()
+        return self._victims
+
+    def pending_jobs(self) -> list[Job]:
+        if self._pending_jobs is None:
+            self._pending_jobs = [j for j in self.ssn.cluster.jobs.values() if j.has_pending]
+        return self._pending_jobs
+
+    def _solve_partial(self, partial: Job, recorded_tasks: list[Task], recorded_jobs: list[Job]) -> Solution | None:
+        ssn = self.ssn
+        feasible = {n.name: n for n in self.feasible}
+        for t in recorded_tasks:
+            if t.node in ssn.cluster.nodes:
+                feasible[t.node] = ssn.cluster.nodes[t.node]
+        with _memo_of(ssn, partial.uid):
+            request = dict(init_request_quantities(ssn, partial))
+            scenario = Scenario(self.action, ssn.cluster.jobs, partial, request, recorded_jobs, self.start_shares)
+            queue = VictimQueue(ssn, self.key_memo).fill(self.victims())
+            builder = ScenarioBuilder(ssn, scenario, queue, feasible.keys())
+            current = builder.first()
+            try:
+                while current is not None:
+                    self.stats.scenarios += 1
+                    result = solve_scenario(self, current, feasible)
+                    if result.solved:
+                        return result
+                    current = builder.next()
+            finally:
+                self.stats.filtered += builder.filtered
+        return None
+
+
+@contextmanager
+def _memo_of(ssn: Session, uid: str) -> Iterator[None]:
+    """While a partial job is simulated it owns the session's per-job memos of its uid."""
+    keys = (("tasks-to-allocate", uid), ("init-request", uid))
+    for k in keys:
+        ssn.cache.pop(k, None)
+    try:
+        yield
+    finally:
+        for k in keys:
+            ssn.cache.pop(k, None)
+
+
+# ---- one scenario ----------------------------------------------------------------------------------
+def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, Node]) -> Solution:
+    ssn = solver.ssn
+    stmt = ssn.statement()
+    preemptor = scenario.preemptor
+    try:
+        evict_all(ssn, stmt, scenario.recorded_tasks, preemptor, solver.action, solver.rules)
+        latest = scenario.latest_potential_victim
+        if latest is None:
+            if scenario.recorded_tasks:
+                result = _simulate(solver, scenario, stmt, feasible, list(scenario.recorded_tasks))
+                if result is not None:
+                    return result
+        else:
+            for node in sorted({t.node for t in latest.tasks.values()}):
+                cp = stmt.checkpoint()
+                tasks = scenario.tasks_on_nodes([node])
+                evict_all(ssn, stmt, tasks, preemptor, solver.action, solver.rules)
+                added = []
+                for t in tasks:
+                    if t.node not in feasible:
+                        feasible[t.node] = ssn.cluster.nodes[t.node]
+                        added.append(t.node)
+                result = _simulate(solver, scenario, stmt, feasible, [*scenario.recorded_tasks, *tasks])
+                if result is not None:
+                    return result
+                for name in added:
+                    feasible.pop(name, None)
+                stmt.rollback(cp)
+    except StatementError:
+        pass
+    stmt.discard()
+    return FAILED
+
+
+def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: dict[str, Node],
+              victim_tasks: list[Task]) -> Solution | None:
+    """None when the partial job does not fit; otherwise the (validated or refused) solution."""
+    solver.stats.simulations += 1
+    if not _allocate_virtually(solver, scenario.preemptor, stmt, list(feasible.values()), victim_tasks):
+        return None
+    preempted = [t for t in victim_tasks if t.status == Status.RELEASING]
+    moved = [t for t in victim_tasks if t.status == Status.PIPELINED]
+    if solver.validator is not None and not solver.validator(scenario.preemptor, scenario).ok:
+        stmt.discard()
+        return FAILED
+    victims = preempted + moved
+    jobs: list[Job] = []
+    seen: set[int] = set()
+    for t in victims:
+        group = scenario.group_of(t)
+        if group is not None and id(group) not in seen:
+            seen.add(id(group))
+            jobs.append(group)
+    return Solution(True, victims, jobs, stmt)
+
+
+def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, nodes: list[Node],
+                        victim_tasks: list[Task]) -> bool:
+    """Re-place the preemptor and the victims' jobs in job order, pipeline only; other pending
+    jobs only take part in the ordering, as in the reference."""
+    ssn = solver.ssn
+    jobs = {j.uid: j for j in solver.pending_jobs()}
+    victim_uids = set()
+    for t in victim_tasks:
+        victim_uids.add(t.job)
+        jobs[t.job] = ssn.cluster.jobs[t.job]
+    jobs[preemptor.uid] = preemptor
+    order = JobsByQueue(ssn).add(jobs.values(), JobFilter())
+    placed = False
+    while not order.empty():
+        job = order.pop()
+        if job is None:
+            break
+        if job.uid == preemptor.uid:
+            if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
+                return False
+            placed = True
+        elif job.uid in victim_uids:
+            allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
+    return placed

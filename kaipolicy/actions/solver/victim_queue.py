@@ -1,0 +1,120 @@
+"""Victim jobs in eviction order, and the scenarios built from them one victim job at a time.
+
+`VictimQueue` is the queue tree of `JobsByQueue(victims=True)` whose leaf heaps are filled from
+one sorted list per solution (a sorted list is a valid heap, and job keys are a total order, so
+pops come out exactly as if every job had been pushed), with job keys memoised per view.
+`ScenarioBuilder` pops victims, lets each give up its next pods, and keeps only scenarios that
+pass the filters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kaipolicy.actions.heap import GoHeap
+from kaipolicy.actions.ordering import JobsByQueue, _QueueNode
+from kaipolicy.actions.solver.filters import build_filters
+from kaipolicy.actions.solver.scenario import Scenario
+from kaipolicy.actions.solver.views import clone_with_tasks, tasks_to_evict
+from kaipolicy.api.job import Job
+from kaipolicy.api.node import Node
+from kaipolicy.framework.session import Session
+
+KeyMemo = dict[tuple[str, frozenset[str] | None], tuple[Any, ...]]
+
+
+class VictimQueue(JobsByQueue):
+    def __init__(self, ssn: Session, keys: KeyMemo) -> None:
+        super().__init__(ssn, victims=True)
+        self.key_memo = keys
+
+    def key_of(self, job: Job) -> tuple[Any, ...]:
+        whole = self.ssn.cluster.jobs.get(job.uid) is job
+        memo = (job.uid, None if whole else frozenset(job.tasks))
+        key = self.key_memo.get(memo)
+        if key is None:
+            key = self.key_memo[memo] = self.ssn.job_key(job)
+        return key
+
+    def push(self, job: Job) -> None:
+        queue = self.ssn.cluster.queues[job.queue]
+        if not queue.is_leaf:
+            return
+        self._job_keys[job.uid] = self.key_of(job)
+        leaf = self.nodes.get(queue.uid)
+        if leaf is None:
+            leaf = _QueueNode(queue, True, GoHeap(self._job_less))
+            self.nodes[queue.uid] = leaf
+            leaf.children.push(job)
+            self._link(leaf)
+        else:
+            leaf.children.push(job)
+        self._mark(leaf)
+
+    def fill(self, jobs: Sequence[Job]) -> VictimQueue:
+        """Load whole jobs (already filtered); leaves are created in input order."""
+        queues = self.ssn.cluster.queues
+        by_leaf: dict[str, list[Job]] = {}
+        for job in sorted(jobs, key=lambda j: j.order):
+            q = queues.get(job.queue)
+            if q is None or (q.parent and q.parent not in queues) or not q.is_leaf:
+                continue
+            by_leaf.setdefault(q.uid, []).append(job)
+        for quid, members in by_leaf.items():
+            for j in members:
+                self._job_keys[j.uid] = self.key_of(j)
+            members.sort(key=lambda j: self._job_keys[j.uid], reverse=True)
+            leaf = _QueueNode(queues[quid], True, GoHeap(self._job_less))
+            leaf.children.items = members
+            self.nodes[quid] = leaf
+            self._link(leaf)
+            self._mark(leaf)
+        return self
+
+
+class ScenarioBuilder:
+    def __init__(self, ssn: Session, scenario: Scenario, queue: VictimQueue, feasible: Iterable[str]) -> None:
+        self.ssn = ssn
+        self.scenario = scenario
+        self.queue = queue
+        self.recorded = {t.uid for t in scenario.recorded_tasks}
+        self.filters = build_filters(scenario, feasible, ssn.cluster.nodes)
+        self.filtered = 0
+
+    def first(self) -> Scenario | None:
+        return self.scenario if self._passes() else self.next()
+
+    def next(self) -> Scenario | None:
+        while not self.queue.empty():
+            if self._add_next_victim() and self._passes():
+                return self.scenario
+        return None
+
+    def _passes(self) -> bool:
+        for f in self.filters:
+            if not f.accepts(self.scenario):
+                self.filtered += 1
+                return False
+        return True
+
+    def _add_next_victim(self) -> bool:
+        view = self.queue.pop()
+        if view is None:
+            return False
+        tasks, more = tasks_to_evict(self.ssn, view)
+        if any(t.uid in self.recorded for t in tasks):
+            # Already a victim of the smaller solution: its other pods may still be taken later.
+            rest = [t for t in view.tasks.values() if t.uid not in self.recorded]
+            if rest:
+                self.queue.push(clone_with_tasks(view, rest))
+            return False
+        if more:
+            taken = {t.uid for t in tasks}
+            self.queue.push(clone_with_tasks(view, [t for t in view.tasks.values() if t.uid not in taken]))
+        self.scenario.add_potential(view, tasks)
+        return True
+
+
+def node_map(nodes: Iterable[Node]) -> dict[str, Node]:
+    return {n.name: n for n in nodes}
