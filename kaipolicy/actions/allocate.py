@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.placement import allocate_job
-from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.framework.session import Session
 
 
@@ -16,13 +15,10 @@ def allocate(ssn: Session) -> None:
     ssn.action = "allocate"
     order = JobsByQueue(ssn, depth=ssn.config.depth("allocate")).add(ssn.cluster.jobs.values(), PENDING_READY)
     nodes = ssn.node_list
-    failed = FailedSignatures(ssn)
     while not order.empty():
         job = order.pop()
         if job is None:
             break
-        if failed.skip(job):
-            continue
         stmt = ssn.statement()
         already_started = job.num_allocated > 0
         if allocate_job(ssn, stmt, nodes, job, pipeline_only=False):
@@ -38,5 +34,4 @@ def allocate(ssn: Session) -> None:
                 order.push(job)
         else:
             stmt.discard()
-            failed.remember(job)
             ssn.audit.add("job", action="allocate", job=job.name, outcome="pending", reasons=list(job.fit_errors))

@@ -1,56 +1,118 @@
-"""The scheduling-signature shortcut: once a job fails, later jobs of the same queue with the
-same scheduling constraints that are not easier (as many pods or more, each asking as much
-or more) are skipped without trying; the reference does this to keep big queues cheap.
+"""The scheduling-signature shortcut of the eviction actions: once a job fails, later jobs with
+the same scheduling constraints that are not easier are skipped without trying.
+
+"Same constraints" is the reference's signature: per pod set its topology constraints (and its
+ancestors'), and per pod not yet placed its node and pod affinity, priority and legacy-MIG flag
+(what kube places by, not how much it asks). "Easier" compares the pending pods' requests
+sorted ascending: fewer pods is easier, and otherwise the first pair that differs decides.
+The reference keeps one record per queue in reclaim and preempt, one overall in consolidation.
 """
 
 from __future__ import annotations
 
+from functools import cmp_to_key
 from typing import Any
 
-from kaipolicy.api.job import Job
-from kaipolicy.api.task import ACTIVE_ALLOCATED
+from kaipolicy.api.job import Job, PodSet
+from kaipolicy.api.resources import MIN_GPU_DIFF, Request
+from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
 from kaipolicy.framework.session import Session
 
 
+def _pod_signature(task: Task, job: Job) -> tuple[Any, ...]:
+    return (task.node_affinity, task.pod_affinity or (), job.priority, task.legacy_mig)
+
+
+def _pod_set_signature(ps: PodSet, job: Job) -> tuple[Any, ...]:
+    if all(t.status in ACTIVE_ALLOCATED for t in ps.tasks.values()):
+        return ()
+    chain: list[Any] = [ps.topology]
+    parent = ps.parent
+    while parent is not None:
+        chain.append(parent.topology)
+        parent = parent.parent
+    pods = sorted((_pod_signature(t, job) for t in ps.tasks.values() if t.status not in ACTIVE_ALLOCATED), key=repr)
+    return (tuple(chain), tuple(pods))
+
+
 def signature(job: Job) -> tuple[Any, ...]:
-    """What decides where a job's pending pods may go, apart from how much they ask."""
-    parts = []
-    for ps in sorted(job.pod_sets.values(), key=lambda p: p.name):
-        if all(t.status in ACTIVE_ALLOCATED for t in ps.tasks.values()):
-            continue
-        pods = sorted((t.request.kind.value, t.node_affinity, t.pod_affinity or (), tuple(sorted(t.labels.items())),
-                       t.legacy_mig) for t in ps.tasks.values() if t.status not in ACTIVE_ALLOCATED)
-        parts.append((ps.name, ps.topology, tuple(pods)))
-    return (job.root.topology, tuple(parts))
+    return tuple(sorted((_pod_set_signature(ps, job) for ps in job.pod_sets.values()), key=repr))
+
+
+def request_le(a: Request, b: Request) -> bool:
+    """The reference's ResourceRequirements.LessEqual (GPU memory is not compared)."""
+    if a.cpu > b.cpu or a.memory > b.memory:
+        return False
+    if a.count > b.count:
+        return False
+    if not (a.portion < b.portion or abs(a.portion - b.portion) < MIN_GPU_DIFF):
+        return False
+    other = dict(b.mig)
+    return all(name in other and n <= other[name] for name, n in a.mig)
+
+
+def _sorted_requests(job: Job) -> list[Request]:
+    reqs = [t.request for t in job.tasks.values() if t.status == Status.PENDING]
+    return sorted(reqs, key=cmp_to_key(lambda x, y: -1 if request_le(x, y) and not request_le(y, x)
+                                       else (1 if request_le(y, x) and not request_le(x, y) else 0)))
+
+
+def easier(job: Job, than: Job) -> bool:
+    mine, theirs = _sorted_requests(job), _sorted_requests(than)
+    if not mine or not theirs:
+        return False
+    if len(theirs) > len(mine):
+        return True
+    for i, r in enumerate(mine):
+        if i >= len(theirs):
+            return False
+        if request_le(r, theirs[i]):
+            if request_le(theirs[i], r):
+                continue
+            return True
+    return False
+
+
+def smaller_footprint(job: Job, than: Job) -> bool:
+    mine, theirs = _sorted_requests(job), _sorted_requests(than)
+    if not mine or not theirs or len(mine) > len(theirs):
+        return False
+    return all(request_le(r, theirs[i]) for i, r in enumerate(mine))
+
+
+class FailedSignatures:
+    """The smallest failed job per signature (per queue unless `per_queue` is False)."""
+
+    def __init__(self, ssn: Session, per_queue: bool = True) -> None:
+        self.enabled = ssn.params.use_scheduling_signatures
+        self.per_queue = per_queue
+        self.smallest: dict[tuple[str, tuple[Any, ...]], Job] = {}
+
+    def _key(self, job: Job) -> tuple[str, tuple[Any, ...]]:
+        return (job.queue if self.per_queue else "", signature(job))
+
+    def skip(self, job: Job) -> Job | None:
+        """The failed job that makes trying `job` pointless, or None."""
+        if not self.enabled:
+            return None
+        failed = self.smallest.get(self._key(job))
+        if failed is None or easier(job, failed):
+            return None
+        return failed
+
+    def remember(self, job: Job) -> None:
+        if not self.enabled:
+            return
+        key = self._key(job)
+        current = self.smallest.get(key)
+        if current is None or smaller_footprint(job, current):
+            self.smallest[key] = job
 
 
 def _size(job: Job) -> tuple[int, float, float, float, int]:
+    """Kept for callers comparing sizes directly: pending pods and their largest requests."""
     pending = [t for t in job.tasks.values() if t.status not in ACTIVE_ALLOCATED]
     if not pending:
         return (0, 0.0, 0.0, 0.0, 0)
     return (len(pending), max(t.request.gpus_quota for t in pending), max(t.request.cpu for t in pending),
             max(t.request.memory for t in pending), max(t.request.gpu_memory for t in pending))
-
-
-class FailedSignatures:
-    def __init__(self, ssn: Session) -> None:
-        self.enabled = ssn.params.use_scheduling_signatures
-        self.smallest: dict[tuple[str, tuple[Any, ...]], tuple[int, float, float, float, int]] = {}
-
-    def skip(self, job: Job) -> bool:
-        if not self.enabled:
-            return False
-        failed = self.smallest.get((job.queue, signature(job)))
-        if failed is None:
-            return False
-        size = _size(job)
-        return all(s >= f for s, f in zip(size, failed))
-
-    def remember(self, job: Job) -> None:
-        if not self.enabled:
-            return
-        key = (job.queue, signature(job))
-        size = _size(job)
-        old = self.smallest.get(key)
-        if old is None or all(s <= o for s, o in zip(size, old)):
-            self.smallest[key] = size
