@@ -43,14 +43,16 @@ def greedy_match(required: Sequence[float], holders: Sequence[K], capacity: Call
     for need in required:
         if need == 0:
             return True
+        matched = False
         for h in holders:
             cap = capacity(h)
             if cap < need:
-                break
+                break   # holders are sorted: no later one is big enough either
             if cap - taken.get(h, 0.0) >= need:
                 taken[h] = taken.get(h, 0.0) + need
+                matched = True
                 break
-        else:
+        if not matched:
             return False
     return True
 

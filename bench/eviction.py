@@ -1,0 +1,111 @@
+"""Eviction benchmarks (reclaim, preempt, consolidation) on the reference's shapes; prints JSON.
+
+reclaim N (the reference's BenchmarkReclaim shape): N nodes x 8 GPUs full of one-GPU running jobs
+of queue-0 (deserved 0); one pending job of queue-1 (deserved N x 8 GPUs) with N/10 tasks of 8
+GPUs each. preempt N: N x 8 running one-GPU low-priority jobs fill the nodes, as many pending
+one-GPU higher-priority jobs of the same queue wait. consolidation N: every node half full of
+one-GPU jobs, N/2 pending jobs of 8 GPUs each (consolidation packs the running ones).
+Per shape: the median seconds of `simulate` (snapshot, session, action) and the solver's outcome.
+
+usage: python bench/eviction.py [--repeat 5] [--reclaim 100,200,500,1000] [--small 10,50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+from kaipolicy.cache.scenario_source import scenario_from_doc
+from kaipolicy.cli.bundle import load
+from kaipolicy.simulate import simulate
+
+TARGETS = {("reclaim", 500): 1.0, ("reclaim", 1000): 5.0}
+PARAMS = {"maxConsolidationPreemptees": 16, "allowConsolidatingReclaim": True, "useSchedulingSignatures": True}
+
+
+def _nodes(n: int) -> list[dict[str, Any]]:
+    return [{"name": f"node-{i:04d}", "gpus": 8, "gpuMemoryMiB": 40000, "cpuMillis": 128000,
+             "memoryBytes": 1024 * 10**9, "maxPods": 110,
+             "labels": {"nvidia.com/gpu.count": "8", "kai.scheduler/type": f"node-{i:04d}"}} for i in range(n)]
+
+
+def _job(name: str, queue: str, priority: int, gpus: float, tasks: list[dict[str, Any]], age: float) -> dict[str, Any]:
+    return {"name": name, "queue": queue, "priority": priority, "createdMinutesAgo": age,
+            "perTask": {"gpus": gpus, "cpuMillis": 1000, "memoryBytes": 10**9}, "tasks": tasks}
+
+
+def _doc(kind: str, n: int, queues: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": f"{kind} {n}", "actions": [kind], "params": PARAMS, "queues": queues, "nodes": _nodes(n),
+            "jobs": jobs, "expect": {}}
+
+
+def reclaim_shape(n: int) -> dict[str, Any]:
+    total = n * 8
+    queues = [{"name": "queue-0", "deserved": {"gpu": 0}, "creationOrder": 0},
+              {"name": "queue-1", "deserved": {"gpu": total}, "creationOrder": 1}]
+    # older jobs on lower nodes: the newest (last nodes) are the first victims, node by node
+    jobs = [_job(f"running-{i:05d}", "queue-0", 50, 1, [{"state": "Running", "node": f"node-{i // 8:04d}"}],
+                 10 + (total - i) / 1000) for i in range(total)]
+    jobs.append(_job("reclaimer", "queue-1", 50, 8, [{"state": "Pending"} for _ in range(max(1, n // 10))], 1))
+    return _doc("reclaim", n, queues, jobs)
+
+
+def preempt_shape(n: int) -> dict[str, Any]:
+    total = n * 8
+    queues = [{"name": "queue-0", "deserved": {"gpu": total}, "creationOrder": 0}]
+    jobs = [_job(f"running-{i}", "queue-0", 50, 1, [{"state": "Running", "node": f"node-{i // 8:04d}"}], 10)
+            for i in range(total)]
+    jobs += [_job(f"pending-{i}", "queue-0", 75, 1, [{"state": "Pending"}], 1) for i in range(total)]
+    return _doc("preempt", n, queues, jobs)
+
+
+def consolidation_shape(n: int) -> dict[str, Any]:
+    queues = [{"name": "queue-0", "deserved": {"gpu": n * 8}, "creationOrder": 0}]
+    jobs = [_job(f"running-{i}", "queue-0", 50, 1, [{"state": "Running", "node": f"node-{i // 4:04d}"}], 10)
+            for i in range(n * 4)]
+    jobs += [_job(f"pending-{i}", "queue-0", 50, 8, [{"state": "Pending"}], 1) for i in range(max(1, n // 2))]
+    return _doc("consolidation", n, queues, jobs)
+
+
+SHAPES = {"reclaim": reclaim_shape, "preempt": preempt_shape, "consolidation": consolidation_shape}
+
+
+def measure(bundle: Any, kind: str, n: int, repeat: int) -> dict[str, Any]:
+    doc = SHAPES[kind](n)
+    times = []
+    result = None
+    for _ in range(repeat):
+        scn = scenario_from_doc(doc, f"<bench {kind} {n}>")
+        t0 = time.perf_counter()
+        result = simulate(scn, bundle)
+        times.append(time.perf_counter() - t0)
+    assert result is not None
+    ssn = result.last
+    out: dict[str, Any] = {"action": kind, "nodes": n, "jobs": len(doc["jobs"]), "medianSeconds": round(statistics.median(times), 4),
+                           "minSeconds": round(min(times), 4), "evictions": len(ssn.evictions),
+                           "pipelined": len(ssn.pipelines), "repeat": repeat}
+    target = TARGETS.get((kind, n))
+    if target is not None:
+        out["targetSeconds"] = target
+        out["withinTarget"] = out["medianSeconds"] <= target
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--reclaim", default="100,200,500,1000")
+    ap.add_argument("--small", default="10,50", help="node counts for the preempt and consolidation shapes")
+    args = ap.parse_args()
+    bundle = load(None)
+    rows = [measure(bundle, "reclaim", int(n), args.repeat) for n in args.reclaim.split(",") if n]
+    for kind in ("preempt", "consolidation"):
+        rows += [measure(bundle, kind, int(n), args.repeat) for n in args.small.split(",") if n]
+    print(json.dumps({"benchmark": "eviction", "shapes": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
