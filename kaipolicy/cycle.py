@@ -63,24 +63,19 @@ class SessionRule:
         self.vectorizable = bool(rule.vectorizable and bound.vector is not None)
 
 
-def plugin_args(config: SchedulerConfig, plugin: str) -> dict[str, Any]:
-    for p in config.plugins():
-        if p.name == plugin:
-            return p.arguments
-    return {}
-
-
 def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, audit: Audit | None = None,
                  vectorize: bool = True) -> Session:
-    k_value = float(plugin_args(config, "proportion").get("kValue", 1.0))
-    ssn = Session(cluster, config, builtins=BUILTINS, k_value=k_value, audit=audit, vectorize=vectorize)
-    rules = []
+    instances = []
     for option in config.plugins():
         if option.name not in bundle.plugins:
             raise ConfigError(f"plugin {option.name!r} is not in the rule bundle "
                               f"(known: {', '.join(sorted(bundle.plugins))})")
-        instance = bundle.instantiate(option.name, option.arguments).bind_cluster(ssn)
-        rules.extend(SessionRule(option.name, bound) for bound in instance.rules)
+        instances.append((option.name, bundle.instantiate(option.name, option.arguments)))
+    k_value = next((float(inst.args.get("kValue", 1.0)) for name, inst in instances if name == "proportion"), 1.0)
+    ssn = Session(cluster, config, builtins=BUILTINS, k_value=k_value, audit=audit, vectorize=vectorize)
+    rules = []
+    for name, instance in instances:
+        rules.extend(SessionRule(name, bound) for bound in instance.bind_cluster(ssn).rules)
     ssn.add_rules(rules)
     return ssn
 

@@ -13,6 +13,7 @@ from typing import Any
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
 from kaipolicy.cycle import run_cycle
+from kaipolicy.errors import ConfigError, RuleError, ScenarioError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
 from kaipolicy.framework.session import Session
@@ -46,7 +47,10 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
             cluster = scenario.snapshot()
         audit.cycle = i + 1
         audit.bundle_hash = getattr(bundle, "hash", "")
-        result = run_cycle(cluster, config, bundle, audit, vectorize)
+        try:
+            result = run_cycle(cluster, config, bundle, audit, vectorize)
+        except (ConfigError, RuleError) as e:
+            raise ScenarioError(scenario.file, "config", str(e)) from e
         ssn = result.session
         per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
                           "pipelined": len(ssn.pipelines)})

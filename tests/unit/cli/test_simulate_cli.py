@@ -52,3 +52,40 @@ def test_the_audit_log_is_written_as_json_lines(tmp_path: Path, capsys: pytest.C
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert any(r["kind"] == "job" and r["job"] == "detector-sweep" and r["outcome"] == "pending" for r in records)
     assert all(r["bundle"] for r in records)
+
+
+def test_a_bad_plugin_argument_in_a_scenario_config_names_the_file_plugin_and_argument(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["config"] = {"tiers": [{"plugins": [{"name": "proportion", "arguments": {"kValue": "abc"}}]}]}
+    bad = tmp_path / "cfg.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    assert main(["simulate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "proportion" in err and "kValue" in err and "Traceback" not in err
+
+
+def test_an_unknown_plugin_in_a_scenario_config_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["config"] = {"tiers": [{"plugins": [{"name": "nodeplacment"}]}]}
+    bad = tmp_path / "cfg.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    assert main(["simulate", str(bad)]) == 2
+    assert "'nodeplacment' is not in the rule bundle" in capsys.readouterr().err
+
+
+def test_a_rule_file_with_an_unknown_field_is_refused_with_its_line_and_column(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    policies = tmp_path / "policies"
+    shutil.copytree(Path(__file__).resolve().parents[3] / "policies", policies)
+    rt = policies / "resourcetype.yaml"
+    rt.write_text(rt.read_text().replace("task.cpuOnly && node.cpuOnly", "task.cpuOnyl && node.cpuOnly"))
+    assert main(["simulate", "--policies", str(policies), str(EXAMPLE)]) == 2
+    err = capsys.readouterr().err
+    assert "resourcetype.yaml:" in err and "cpuOnyl" in err and "Traceback" not in err
