@@ -16,12 +16,16 @@ def evict_all(ssn: Session, stmt: Statement, tasks: Sequence[Task], preemptor: J
               rules: str) -> None:
     reason = {"job": f"{preemptor.namespace}/{preemptor.name}", "action": action, "rules": rules,
               "gangSize": str(len(tasks))}
-    messages = [eviction_message(ssn, action, t, preemptor) for t in tasks]
+    # Every message is written before the first eviction, so all of them show the same queue
+    # numbers, as in the reference; the queue lines are therefore the same for one victim queue.
+    details: dict[str, str] = {}
+    messages = [eviction_message(ssn, action, t, preemptor, details) for t in tasks]
     for task, message in zip(tasks, messages):
         stmt.evict(task, message, reason)
 
 
-def eviction_message(ssn: Session, action: str, task: Task, preemptor: Job) -> str:
+def eviction_message(ssn: Session, action: str, task: Task, preemptor: Job,
+                     details: dict[str, str] | None = None) -> str:
     if action == "preempt":
         return (f"Pod {task.namespace}/{task.name} was preempted by higher priority workload "
                 f"{preemptor.namespace}/{preemptor.name}")
@@ -29,19 +33,28 @@ def eviction_message(ssn: Session, action: str, task: Task, preemptor: Job) -> s
         return (f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing "
                 "(resource consolidation) procedure")
     msg = f"Pod {task.namespace}/{task.name} was preempted by workload {preemptor.namespace}/{preemptor.name}."
-    queues = ssn.cluster.queues
     victim_job = ssn.cluster.jobs.get(task.job)
     if victim_job is None:
         return msg
-    reclaimer, reclaimee = queues.get(preemptor.queue), queues.get(victim_job.queue)
+    if details is None:
+        details = {}
+    lines = details.get(victim_job.queue)
+    if lines is None:
+        lines = details[victim_job.queue] = _reclaim_details(ssn, preemptor.queue, victim_job.queue)
+    return f"{msg}\n{lines}" if lines else msg
+
+
+def _reclaim_details(ssn: Session, reclaimer_queue: str, reclaimee_queue: str) -> str:
+    queues = ssn.cluster.queues
+    reclaimer, reclaimee = queues.get(reclaimer_queue), queues.get(reclaimee_queue)
     if reclaimer is None or reclaimee is None:
-        return msg
+        return ""
     if reclaimer.parent != reclaimee.parent:
         reclaimer = queues.get(reclaimer.parent or "")  # type: ignore[assignment]
         reclaimee = queues.get(reclaimee.parent or "")  # type: ignore[assignment]
         if reclaimer is None or reclaimee is None:
-            return msg
-    return f"{msg}\n{_queue_details(ssn, reclaimee)}\n{_queue_details(ssn, reclaimer)}"
+            return ""
+    return f"{_queue_details(ssn, reclaimee)}\n{_queue_details(ssn, reclaimer)}"
 
 
 def _queue_details(ssn: Session, queue: Queue) -> str:

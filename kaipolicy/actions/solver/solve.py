@@ -19,12 +19,14 @@ from kaipolicy.actions.ordering import JobFilter, JobsByQueue
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
 from kaipolicy.actions.solver.scenario import Scenario
-from kaipolicy.actions.solver.victim_queue import KeyMemo, ScenarioBuilder, VictimQueue
+from kaipolicy.actions.solver.victim_queue import ScenarioBuilder, VictimSource
 from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
+from kaipolicy.api.resources import Request
 from kaipolicy.api.task import Status, Task
 from kaipolicy.errors import StatementError
+from kaipolicy.framework.nodetable import fits_mask
 from kaipolicy.framework.outcome import Outcome
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
@@ -58,11 +60,10 @@ class JobSolver:
         self.action = action
         self.feasible = list(feasible)
         self._victims_fn = victims
-        self._victims: list[Job] | None = None
+        self._victims: VictimSource | None = None
         self.validator = validator
         self.rules = rules
         self.start_shares = start_shares
-        self.key_memo: KeyMemo = {}
         self.stats = SolverStats()
         self._pending_jobs: list[Job] | None = None
 
@@ -86,11 +87,11 @@ class JobSolver:
         return solved, statement, recorded_tasks
 
     # ---- one partial job -------------------------------------------------------------------------
-    def victims(self) -> list[Job]:
+    def victims(self) -> VictimSource:
         # The session is in the same state at every partial job's start, so the eligible
-        # victims (and their keys, memoised in key_memo) are computed once per job.
+        # victims, their keys and their order are computed once per job.
         if self._victims is None:
-            self._victims = self._victims_fn()
+            self._victims = VictimSource(self.ssn, self._victims_fn())
         return self._victims
 
     def pending_jobs(self) -> list[Job]:
@@ -107,7 +108,7 @@ class JobSolver:
         with _memo_of(ssn, partial.uid):
             request = dict(init_request_quantities(ssn, partial))
             scenario = Scenario(self.action, ssn.cluster.jobs, partial, request, recorded_jobs, self.start_shares)
-            queue = VictimQueue(ssn, self.key_memo).fill(self.victims())
+            queue = self.victims().queue({t.uid for t in scenario.recorded_tasks})
             builder = ScenarioBuilder(ssn, scenario, queue, feasible.keys())
             current = builder.first()
             try:
@@ -205,6 +206,7 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
     jobs[preemptor.uid] = preemptor
     order = JobsByQueue(ssn).add(jobs.values(), JobFilter())
     placed = False
+    hopeless: set[Request] = set()
     while not order.empty():
         job = order.pop()
         if job is None:
@@ -213,6 +215,27 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
             if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
                 return False
             placed = True
-        elif job.uid in victim_uids:
+        elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
     return placed
+
+
+def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request]) -> bool:
+    """A pod of the job fits on none of the nodes even counting releasing resources, so placing
+    the job must fail. While jobs are being placed nodes only fill up, so a plain request found
+    hopeless once stays hopeless for the rest of the simulation."""
+    if job.root.topology is not None or any(ps.topology is not None for ps in job.pod_sets.values()):
+        return False   # the topology hook records its own fit errors: let it run
+    view = None
+    for task in tasks_to_allocate(ssn, job, False):
+        req = task.request
+        if req.is_shared or req.mig:
+            continue
+        if req in hopeless:
+            return True
+        if view is None:
+            view = ssn.table.view(nodes)
+        if not fits_mask(view, task, with_releasing=True).any():
+            hopeless.add(req)
+            return True
+    return False

@@ -9,8 +9,9 @@ pass the filters.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from kaipolicy.actions.heap import GoHeap
 from kaipolicy.actions.ordering import JobsByQueue, _QueueNode
@@ -73,8 +74,57 @@ class VictimQueue(JobsByQueue):
         return self
 
 
+class OneLeafQueue:
+    """The victim queue when every victim sits in one leaf queue: no queue is ever compared, so
+    the order is the jobs' own (a list in ascending key order, popped from the end)."""
+
+    def __init__(self, keys: VictimQueue, ascending: list[Job]) -> None:
+        self.keys = keys
+        self.items = ascending
+
+    def empty(self) -> bool:
+        return not self.items
+
+    def pop(self) -> Job | None:
+        return self.items.pop() if self.items else None
+
+    def push(self, job: Job) -> None:
+        bisect.insort(self.items, job, key=self.keys.key_of)
+
+
+class VictimOrder(Protocol):
+    def empty(self) -> bool: ...
+    def pop(self) -> Job | None: ...
+    def push(self, job: Job) -> None: ...
+
+
+class VictimSource:
+    """Builds a fresh victim queue for every partial job from lists sorted once per job."""
+
+    def __init__(self, ssn: Session, jobs: Sequence[Job]) -> None:
+        self.ssn = ssn
+        self.memo: KeyMemo = {}
+        self.keys = VictimQueue(ssn, self.memo)
+        queues = ssn.cluster.queues
+        leaves: set[str] = set()
+        for j in jobs:
+            q = queues.get(j.queue)
+            if q is not None and not (q.parent and q.parent not in queues) and q.is_leaf:
+                leaves.add(q.uid)
+        self.jobs = [j for j in jobs if j.queue in leaves]
+        self.one_leaf = len(leaves) == 1
+        self.ascending = sorted(self.jobs, key=self.keys.key_of) if self.one_leaf else []
+
+    def queue(self, recorded: set[str]) -> VictimOrder:
+        if self.one_leaf:
+            # A job all of whose pods are recorded victims would only be popped and skipped.
+            items = [j for j in self.ascending if not recorded or not all(t in recorded for t in j.tasks)]
+            return OneLeafQueue(self.keys, items)
+        return VictimQueue(self.ssn, self.memo).fill(self.jobs)
+
+
 class ScenarioBuilder:
-    def __init__(self, ssn: Session, scenario: Scenario, queue: VictimQueue, feasible: Iterable[str]) -> None:
+    def __init__(self, ssn: Session, scenario: Scenario, queue: VictimOrder, feasible: Iterable[str]) -> None:
         self.ssn = ssn
         self.scenario = scenario
         self.queue = queue
