@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from kaipolicy.actions.ordering import JobFilter, JobsByQueue
+from kaipolicy.actions.heap import GoHeap
+from kaipolicy.actions.ordering import JobFilter, JobsByQueue, _QueueNode
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
 from kaipolicy.actions.solver.scenario import Scenario
@@ -65,6 +66,7 @@ class JobSolver:
         self.rules = rules
         self.start_shares = start_shares
         self.stats = SolverStats()
+        self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending_jobs: list[Job] | None = None
 
     def solve(self, job: Job) -> tuple[bool, Statement | None, list[Task]]:
@@ -204,7 +206,7 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
         victim_uids.add(t.job)
         jobs[t.job] = ssn.cluster.jobs[t.job]
     jobs[preemptor.uid] = preemptor
-    order = JobsByQueue(ssn).add(jobs.values(), JobFilter())
+    order = _KeyedOrder(ssn, solver.job_keys).add(jobs.values(), JobFilter())
     placed = False
     hopeless: set[Request] = set()
     while not order.empty():
@@ -226,8 +228,14 @@ def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request
     hopeless once stays hopeless for the rest of the simulation."""
     if job.root.topology is not None or any(ps.topology is not None for ps in job.pod_sets.values()):
         return False   # the topology hook records its own fit errors: let it run
+    candidates = [t for t in job.tasks.values() if t.should_allocate(False)]
+    if not candidates:
+        return False
+    first = candidates[0].request
+    # Pods all alike: whichever of them are placed next, the first is enough to judge.
+    tasks = candidates[:1] if all(t.request == first for t in candidates) else tasks_to_allocate(ssn, job, False)
     view = None
-    for task in tasks_to_allocate(ssn, job, False):
+    for task in tasks:
         req = task.request
         if req.is_shared or req.mig:
             continue
@@ -239,3 +247,34 @@ def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request
             hopeless.add(req)
             return True
     return False
+
+
+class _KeyedOrder(JobsByQueue):
+    """Jobs by queue whose job keys come from a memo keyed by the job's task statuses (the
+    same jobs are ordered again in every simulation of one solution)."""
+
+    def __init__(self, ssn: Session, memo: dict[tuple[Any, ...], tuple[Any, ...]]) -> None:
+        super().__init__(ssn)
+        self.memo = memo
+
+    def push(self, job: Job) -> None:
+        queue = self.ssn.cluster.queues[job.queue]
+        if not queue.is_leaf:
+            return
+        if self.ssn.cluster.jobs.get(job.uid) is job:
+            memo_key = (job.uid, *(t.status for t in job.tasks.values()))
+            key = self.memo.get(memo_key)
+            if key is None:
+                key = self.memo[memo_key] = self.ssn.job_key(job)
+        else:   # the partial job: its own gang sizes, never memoised
+            key = self.ssn.job_key(job)
+        self._job_keys[job.uid] = key
+        leaf = self.nodes.get(queue.uid)
+        if leaf is None:
+            leaf = _QueueNode(queue, True, GoHeap(self._job_less, self.depth))
+            self.nodes[queue.uid] = leaf
+            leaf.children.push(job)
+            self._link(leaf)
+        else:
+            leaf.children.push(job)
+        self._mark(leaf)
