@@ -114,11 +114,19 @@ class VictimSource:
         self.jobs = [j for j in jobs if j.queue in leaves]
         self.one_leaf = len(leaves) == 1
         self.ascending = sorted(self.jobs, key=self.keys.key_of) if self.one_leaf else []
+        self.task_owner = {t: j.uid for j in self.jobs for t in j.tasks}
 
     def queue(self, recorded: set[str]) -> VictimOrder:
         if self.one_leaf:
             # A job all of whose pods are recorded victims would only be popped and skipped.
-            items = [j for j in self.ascending if not recorded or not all(t in recorded for t in j.tasks)]
+            per_job: dict[str, int] = {}
+            jobs = self.ssn.cluster.jobs
+            for uid in recorded:
+                owner = self.task_owner.get(uid)
+                if owner is not None:
+                    per_job[owner] = per_job.get(owner, 0) + 1
+            done = {u for u, n in per_job.items() if n == len(jobs[u].tasks)}
+            items = [j for j in self.ascending if j.uid not in done] if done else list(self.ascending)
             return OneLeafQueue(self.keys, items)
         return VictimQueue(self.ssn, self.memo).fill(self.jobs)
 
