@@ -31,6 +31,7 @@ class Operation:
     message: str = ""
     reason: dict[str, str] = field(default_factory=dict)
     valid: bool = True
+    undoes: Operation | None = None   # for an unevict: the eviction it cancelled
     node_before: tuple[object, ...] = ()   # the node's accounting before the operation
 
 
@@ -58,8 +59,9 @@ class Statement:
         moved_gpu = bool(on_node is not None and task.gpu_groups and task.is_shared_allocation
                          and task.gpu_groups != ["-1"] and task.gpu_groups != on_node.gpu_groups)
         if on_node is not None and not update_if_on_node and not moved_gpu:
+            groups_before = list(task.gpu_groups)
             task.gpu_groups = list(on_node.gpu_groups)
-            self.unevict(task)
+            self.unevict(task, groups_before)
             return
         op = self._record("pipeline", task, node_name)
         if moved_gpu and on_node is not None:
@@ -91,12 +93,20 @@ class Statement:
         task.is_virtual = True
         self.operations.append(op)
 
-    def unevict(self, task: Task) -> None:
-        """Undo the earliest still-valid eviction of `task` (it fits back where it was)."""
-        for i, op in enumerate(self.operations):
+    def unevict(self, task: Task, groups_before: list[str] | None = None) -> None:
+        """Undo the earliest still-valid eviction of `task` (it fits back where it was).
+
+        Unlike the reference, the cancellation is itself logged, so that rolling back past it
+        evicts the task again and a rollback restores exactly the state of its checkpoint."""
+        for op in self.operations:
             if op.valid and op.kind == "evict" and op.task is task:
+                record = self._record("unevict", task, op.node)
+                if groups_before is not None:
+                    record.previous_groups = groups_before
                 self._undo(op)
                 op.valid = False
+                record.undoes = op
+                self.operations.append(record)
                 return
         raise StatementError(f"no eviction of {task.key} to undo")
 
@@ -139,6 +149,14 @@ class Statement:
             # Kept on purpose: like the reference, the task keeps what it was last granted; the
             # next placement overwrites it and pending tasks are counted by their request.
             ssn.table.mark(node)
+        elif op.kind == "unevict":   # evict it again
+            ssn.set_status(task, op.previous_status)
+            task.gpu_groups = list(op.previous_groups)
+            task.is_virtual = op.previous_virtual
+            ssn.cluster.nodes[op.node].update_task(task)
+            ssn.on_deallocate(task)
+            if op.undoes is not None:
+                op.undoes.valid = True
         else:  # evict
             ssn.set_status(task, op.previous_status)
             task.gpu_groups = list(op.previous_groups)
@@ -172,7 +190,7 @@ class Statement:
     def commit(self) -> None:
         ssn = self.session
         for op in self.operations:
-            if not op.valid:
+            if not op.valid or op.kind == "unevict":
                 continue
             if op.kind == "evict":
                 ssn.record_eviction(op.task, op.message, op.reason)

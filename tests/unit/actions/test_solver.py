@@ -1,0 +1,90 @@
+"""The victim solver: statements roll back exactly through the solver's own moves, a failed
+solution leaves no trace, victims come out in eviction order, filters drop hopeless scenarios."""
+
+from __future__ import annotations
+
+import random
+
+from kaipolicy.actions.solver import JobSolver, feasible_nodes, tasks_to_evict
+from kaipolicy.actions.solver.filters import greedy_match
+from kaipolicy.actions.solver.views import partial_job
+from kaipolicy.api.task import Status
+from kaipolicy.cycle import open_session
+from kaipolicy.framework.config import SchedulerConfig
+from kaipolicy.framework.session import Session
+from tests.scenarios.shared import default_bundle
+from tests.unit.framework.test_statement import build, state
+from tests.unit.helpers import job, node, scenario
+
+
+def test_rollback_restores_exactly_the_state_taken_at_a_checkpoint_after_any_mix_of_solver_moves() -> None:
+    # The solver's own moves: evict a victim, pipeline it back where it was (which only cancels
+    # the eviction) or elsewhere, allocate or pipeline pending pods; checkpoints nest per node.
+    for seed in range(80):
+        rng = random.Random(seed)
+        ssn = build()
+        stmt = ssn.statement()
+        tasks = [t for j in ssn.cluster.jobs.values() for t in j.tasks.values()]
+        nodes = list(ssn.cluster.nodes)
+        marks = []
+        for _ in range(16):
+            if rng.random() < 0.35:
+                marks.append((stmt.checkpoint(), state(ssn)))
+            t = rng.choice(tasks)
+            target = ssn.cluster.nodes[rng.choice(nodes)]
+            if t.status == Status.RUNNING and not t.request.is_shared:
+                stmt.evict(t, "test", {"action": "test"})
+            elif t.status == Status.RELEASING and t.is_virtual and not t.request.is_shared:
+                where = t.node if rng.random() < 0.5 else target.name
+                if ssn.cluster.nodes[where].fits_idle_or_releasing(t) or where == t.node:
+                    stmt.pipeline(t, where, False)
+            elif t.status == Status.PENDING and not t.request.is_shared:
+                if target.fits_idle(t) and rng.random() < 0.5:
+                    stmt.allocate(t, target.name)
+                elif target.fits_idle_or_releasing(t):
+                    stmt.pipeline(t, target.name, False)
+            if marks and rng.random() < 0.15:
+                cp, snap = marks.pop()
+                stmt.rollback(cp)
+                assert state(ssn) == snap, f"seed {seed}: rollback to {cp} differs"
+        for cp, snap in reversed(marks):
+            stmt.rollback(cp)
+            assert state(ssn) == snap, f"seed {seed}: rollback to {cp} differs"
+
+
+def _session(jobs: list, nodes: list) -> Session:  # type: ignore[type-arg]
+    queues = [{"name": "q0", "deserved": {"gpu": 0}, "creationOrder": 0},
+              {"name": "q1", "deserved": {"gpu": 8}, "creationOrder": 1}]
+    return open_session(scenario(nodes, jobs, queues).snapshot(), SchedulerConfig(), default_bundle())
+
+
+def test_a_solution_that_cannot_be_found_leaves_the_session_as_it_was() -> None:
+    jobs = [job(f"r{i}", "q0", tasks=[{"state": "Running", "node": "n0"}]) for i in range(2)]
+    jobs.append(job("huge", "q1", perTask={"gpus": 4, "cpuMillis": 1000, "memoryBytes": 10**9}))
+    ssn = _session(jobs, [node("n0", gpus=2)])
+    before = state(ssn)
+    want = ssn.cluster.jobs["huge"]
+    victims = [j for j in ssn.cluster.jobs.values() if j.queue == "q0"]
+    solver = JobSolver(ssn, "reclaim", feasible_nodes(ssn.node_list, want), lambda: victims, None, "")
+    solved, _, _ = solver.solve(want)
+    assert not solved
+    assert state(ssn) == before
+
+
+def test_an_elastic_victim_gives_up_one_pod_at_a_time_then_its_gang_whole() -> None:
+    jobs = [job("e", "q0", tasks=[{"state": "Running", "node": "n0"}] * 3, minAvailable=2)]
+    ssn = _session(jobs, [node("n0", gpus=4)])
+    e = ssn.cluster.jobs["e"]
+    first, more = tasks_to_evict(ssn, e)
+    assert len(first) == 1 and more
+    rest = partial_job(e, [t for t in e.tasks.values() if t not in first])
+    rest.pod_sets["default"].min_available = 2
+    second, more = tasks_to_evict(ssn, rest)
+    assert len(second) == 2 and not more
+
+
+def test_the_greedy_match_places_the_largest_need_first_on_the_roomiest_holder() -> None:
+    cap = {"a": 8.0, "b": 4.0, "c": 0.0}
+    assert greedy_match([4, 4, 4], ["a", "b", "c"], cap.__getitem__)
+    assert not greedy_match([8, 8], ["a", "b", "c"], cap.__getitem__)
+    assert greedy_match([0, 0], ["c"], cap.__getitem__)
