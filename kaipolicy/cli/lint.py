@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.paths] if args.paths else [bundles.default_policies()]
     diags = lint(paths, VOCABULARY)
     if args.format == "json":
-        print(json.dumps([d.to_json() if hasattr(d, "to_json") else d.__dict__ for d in diags], indent=1))
+        print(json.dumps([d.to_dict() for d in diags], indent=1))
     else:
         for d in diags:
             print(d.render() if hasattr(d, "render") else str(d))

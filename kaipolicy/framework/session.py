@@ -134,12 +134,16 @@ class Session:
         return values
 
     def _key(self, kind: str, env: dict[str, Any]) -> list[Any]:
+        """One element per rule (its own key as a tuple), so the first rule that tells two items
+        apart decides even when rules give keys of different lengths; a rule that failed sorts
+        its item last and is recorded as an error outcome."""
         key: list[Any] = []
         for rule in self.hooks[kind]:
             value = self._eval(rule, env)
-            if value is None or value is _ERROR:
-                continue
-            key.extend(value)
+            if value is _ERROR:
+                key.append((LAST,))
+            elif value is not None:
+                key.append(tuple(value))
         return key
 
     # ---- order hooks ---------------------------------------------------------------------------
@@ -386,6 +390,22 @@ class GpuView:
     @property
     def used_portion(self) -> float:
         return 0.0 if self.whole else self.node.used_gpu_portion(self.group)
+
+
+class _Last:
+    """Sorts after every other value (the key of a rule that failed)."""
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return other is not self
+
+    def __repr__(self) -> str:
+        return "<last>"
+
+
+LAST = _Last()
 
 
 class _Error:

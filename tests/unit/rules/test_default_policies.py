@@ -168,10 +168,6 @@ def test_pods_with_a_task_priority_label_go_first_highest_value_first() -> None:
     assert sorted(keys, key=keys.__getitem__) == ["high", "low", "negative", "plain"]
 
 
-@pytest.mark.xfail(strict=True, raises=EvalError, reason=(
-    "policies/taskorder.yaml: `-int(task.labels['kai.scheduler/task-priority'])` fails on a label that "
-    "is not an integer (EvalError), so the task's key loses the taskorder part; the reference "
-    "(taskorder/task_order.go) sorts such a pod after integer-labelled pods and before unlabelled ones"))
 def test_a_task_priority_label_that_is_not_a_number_sorts_after_numbered_labels_and_before_none() -> None:
     w = World([node("n", 0)], [job("j", [
         pending(name="plain"), pending(name="numbered", priority=1),
