@@ -23,7 +23,7 @@ from kaipolicy.cycle import BUILTINS, open_session
 from kaipolicy.framework.config import DEFAULT_PLUGINS, Params, SchedulerConfig
 from kaipolicy.framework.session import GpuView
 from kaipolicy.framework.tasks import init_request_quantities
-from kaipolicy.rules import BoundRule, Bundle, EvalError, load_bundle
+from kaipolicy.rules import BoundRule, Bundle, load_bundle
 from kaipolicy.rules.standard import VOCABULARY
 
 POLICIES = Path(__file__).resolve().parents[3] / "policies"
