@@ -6,8 +6,9 @@ position of its heap array, so matching which jobs survive needs the same sift o
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -74,3 +75,30 @@ class GoHeap(Generic[T]):
             self._swap(i, j)
             i = j
         return i > i0
+
+
+class SortedByKey(Generic[T]):
+    """Items kept sorted by a key fixed when pushed; pops the least (or the greatest when
+    `reverse`). Pops in the same order as the heap when keys are distinct, but in C-speed
+    comparisons; used where no depth cap makes the heap's sift order matter."""
+
+    def __init__(self, key: Callable[[T], Any], reverse: bool = False) -> None:
+        self.entries: list[tuple[Any, int, T]] = []
+        self.key = key
+        self.reverse = reverse
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def push(self, item: T) -> None:
+        self._seq += 1
+        # equal keys: first pushed, first out (either direction)
+        seq = -self._seq if self.reverse else self._seq
+        bisect.insort(self.entries, (self.key(item), seq, item))
+
+    def pop(self) -> T:
+        return self.entries.pop(-1 if self.reverse else 0)[2]
+
+    def peek(self) -> T:
+        return self.entries[-1 if self.reverse else 0][2]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaipolicy.actions.heap import GoHeap
+from kaipolicy.actions.heap import GoHeap, SortedByKey
 from kaipolicy.api.job import Job
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import ACTIVE_ALLOCATED
@@ -22,7 +22,7 @@ from kaipolicy.framework.session import Session
 class _QueueNode:
     queue: Queue
     leaf: bool
-    children: GoHeap[Any]
+    children: Any   # GoHeap of queue nodes, or of jobs (GoHeap / SortedByKey) in a leaf
     parent: _QueueNode | None = None
     needs_reorder: bool = False
     key: tuple[Any, ...] | None = None
@@ -75,7 +75,10 @@ class JobsByQueue:
         leaf = self.nodes.get(queue.uid)
         new = leaf is None
         if leaf is None:
-            leaf = _QueueNode(queue, True, GoHeap(self._job_less, self.depth))
+            jobs: GoHeap[Job] | SortedByKey[Job] = (
+                GoHeap(self._job_less, self.depth) if self.depth is not None
+                else SortedByKey(lambda j: self._job_keys[j.uid], reverse=self.victims))
+            leaf = _QueueNode(queue, True, jobs)
             self.nodes[queue.uid] = leaf
         leaf.children.push(job)
         if new:

@@ -9,7 +9,6 @@ the scenarios' expected placements depend on them.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -17,6 +16,31 @@ from kaipolicy.api.resources import Request, RequestType, Resources, mig_gpu_por
 from kaipolicy.api.task import ACTIVE_USED, Status, Task
 
 DEFAULT_GPU_MEMORY = 100
+
+
+class PodOnNode:
+    """What a node remembers of a pod placed on it, as it was then (the pod itself moves on)."""
+
+    __slots__ = ("accepted", "gpu_groups", "labels", "legacy_mig", "name", "namespace", "request", "status", "uid")
+
+    def __init__(self, task: Task) -> None:
+        self.uid = task.uid
+        self.name = task.name
+        self.namespace = task.namespace
+        self.status = task.status
+        self.request = task.request
+        self.accepted = task.accepted
+        self.gpu_groups = list(task.gpu_groups)
+        self.labels = task.labels
+        self.legacy_mig = task.legacy_mig
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_shared_allocation(self) -> bool:
+        return self.accepted is not None and self.accepted.is_shared
 
 
 @dataclass(slots=True, eq=False)
@@ -33,7 +57,7 @@ class Node:
     idle: Resources = field(init=False)
     used: Resources = field(init=False)
     releasing: Resources = field(init=False)
-    tasks: dict[str, Task] = field(default_factory=dict)   # key -> the task as the node saw it
+    tasks: dict[str, PodOnNode] = field(default_factory=dict)   # key -> the pod as the node saw it
     shared_used: dict[str, int] = field(default_factory=dict)
     shared_releasing: dict[str, int] = field(default_factory=dict)
     shared_allocated: dict[str, int] = field(default_factory=dict)
@@ -229,7 +253,7 @@ class Node:
             self.tasks.pop(key, None)
         elif key in self.tasks:
             raise ValueError(f"task {key} already on node {self.name}")
-        self.tasks[key] = dataclasses.replace(task, gpu_groups=list(task.gpu_groups))
+        self.tasks[key] = PodOnNode(task)
         if task.legacy_mig:
             self.legacy_mig_tasks.add(task.uid)
         self._track(task, +1)
@@ -258,12 +282,12 @@ class Node:
         self.remove_task(task)
         self.add_task(task)
 
-    def _tracked(self, task: Task) -> Resources:
+    def _tracked(self, task: Task | PodOnNode) -> Resources:
         acc = task.accepted or task.request
         gpus = 0.0 if task.is_shared_allocation else acc.gpus
         return Resources(acc.cpu, acc.memory, gpus, 1.0, {k: float(v) for k, v in acc.mig})
 
-    def _track(self, task: Task, sign: int) -> None:
+    def _track(self, task: Task | PodOnNode, sign: int) -> None:
         res = self._tracked(task)
         self.used.add(res, sign)
         if task.status == Status.RELEASING:
@@ -280,7 +304,7 @@ class Node:
                 else:
                     self._remove_shared(task, group)
 
-    def _add_shared(self, task: Task, group: str) -> None:
+    def _add_shared(self, task: Task | PodOnNode, group: str) -> None:
         mem = self.gpu_memory_of(task.request)
         self.shared_used[group] = self.shared_used.get(group, 0) + mem
         if task.status == Status.RELEASING:
@@ -305,7 +329,7 @@ class Node:
                 self.releasing.gpus -= 1
                 self.shared_marked_releasing.discard(group)
 
-    def _remove_shared(self, task: Task, group: str) -> None:
+    def _remove_shared(self, task: Task | PodOnNode, group: str) -> None:
         mem = self.gpu_memory_of(task.request)
         self.shared_used[group] = self.shared_used.get(group, 0) - mem
         if task.status == Status.RELEASING:

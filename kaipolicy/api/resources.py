@@ -45,6 +45,16 @@ class Request:
     gpu_memory: int = 0       # MiB per device
     mig: tuple[tuple[str, int], ...] = ()
     kind: RequestType = RequestType.CPU_ONLY
+    # derived once: read on every fit check
+    gpus: float = field(init=False, repr=False, compare=False, default=0.0)
+    gpus_quota: float = field(init=False, repr=False, compare=False, default=0.0)
+    is_shared: bool = field(init=False, repr=False, compare=False, default=False)
+
+    def __post_init__(self) -> None:
+        gpus = extended_gpus(self.portion, self.count)
+        object.__setattr__(self, "gpus", gpus)
+        object.__setattr__(self, "gpus_quota", gpus + float(sum(mig_gpu_portion(n)[0] * c for n, c in self.mig)))
+        object.__setattr__(self, "is_shared", self.kind in (RequestType.FRACTION, RequestType.GPU_MEMORY))
 
     @staticmethod
     def build(cpu: float, memory: float, gpus: float = 0.0, gpu_memory: int = 0, devices: int | None = None,
@@ -60,23 +70,12 @@ class Request:
             return Request(cpu, memory, devices or 1, gpus, 0, (), RequestType.FRACTION)
         return Request(cpu, memory)
 
-    @property
-    def gpus(self) -> float:
-        """GPUs counted as devices x portion (a memory request counts 0 here)."""
-        return extended_gpus(self.portion, self.count)
+    # `gpus`: devices x portion (a GPU-memory request counts 0 here); `gpus_quota`: what queue
+    # quota counts, whole or fractional devices plus MIG slices.
 
     @property
     def mig_gpus(self) -> float:
-        return float(sum(mig_gpu_portion(n)[0] * c for n, c in self.mig))
-
-    @property
-    def gpus_quota(self) -> float:
-        """GPUs as queue quota sees them: whole or fractional devices plus MIG slices."""
-        return self.gpus + self.mig_gpus
-
-    @property
-    def is_shared(self) -> bool:
-        return self.kind in (RequestType.FRACTION, RequestType.GPU_MEMORY)
+        return self.gpus_quota - self.gpus
 
     @property
     def needs_gpu(self) -> bool:
@@ -108,8 +107,9 @@ class Resources:
         self.memory += sign * other.memory
         self.gpus += sign * other.gpus
         self.pods += sign * other.pods
-        for k, v in other.mig.items():
-            self.mig[k] = self.mig.get(k, 0.0) + sign * v
+        if other.mig:
+            for k, v in other.mig.items():
+                self.mig[k] = self.mig.get(k, 0.0) + sign * v
 
     def sub(self, other: Resources) -> None:
         self.add(other, -1.0)
@@ -121,6 +121,8 @@ class Resources:
 
     @property
     def mig_gpus(self) -> float:
+        if not self.mig:
+            return 0.0
         return float(sum(mig_gpu_portion(n)[0] * c for n, c in self.mig.items()))
 
     def covers(self, req: Request) -> bool:

@@ -73,7 +73,7 @@ class Task:
 
     @property
     def is_shared_allocation(self) -> bool:
-        return self.accepted is not None and self.accepted.kind in (RequestType.FRACTION, RequestType.GPU_MEMORY)
+        return self.accepted is not None and self.accepted.is_shared
 
     @property
     def cpu_only(self) -> bool:

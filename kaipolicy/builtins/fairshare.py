@@ -111,6 +111,7 @@ class Shares:
         self.k_value = max(k_value, 0.0)
         self.total = vec()
         self.queues: dict[str, QueueShare] = {}
+        self._paths: dict[str, list[QueueShare]] = {}
 
     @classmethod
     def build(cls, cluster: ClusterInfo, k_value: float = 1.0) -> Shares:
@@ -138,11 +139,15 @@ class Shares:
 
     def path(self, queue_uid: str) -> list[QueueShare]:
         """The queue and its ancestors, leaf first."""
+        cached = self._paths.get(queue_uid)
+        if cached is not None:
+            return cached
         out = []
         q = self.queues.get(queue_uid)
         while q is not None:
             out.append(q)
             q = self.queues.get(q.queue.parent) if q.queue.parent else None
+        self._paths[queue_uid] = out
         return out
 
     def _add_up(self, job: Job, amounts: Vec, allocated: bool) -> None:
@@ -156,13 +161,15 @@ class Shares:
                         sh.allocated_non_preemptible += amounts[r]
 
     def on_allocate(self, job: Job, task: Task, sign: float = 1.0) -> None:
-        amounts = accepted_quantities(task)
+        acc = task.accepted or task.request
+        amounts = (("cpu", sign * acc.cpu), ("memory", sign * acc.memory), ("gpu", sign * acc.gpus_quota))
         for qs in self.path(job.queue):
-            for r in RESOURCES:
-                sh = qs.shares[r]
-                sh.allocated += sign * amounts[r]
+            shares = qs.shares
+            for r, amount in amounts:
+                sh = shares[r]
+                sh.allocated += amount
                 if not job.preemptible:
-                    sh.allocated_non_preemptible += sign * amounts[r]
+                    sh.allocated_non_preemptible += amount
 
     # ---- division ---------------------------------------------------------------------------
     def _divide(self, total: Vec, queues: dict[str, QueueShare]) -> None:
