@@ -17,8 +17,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kaipolicy.rules.expression import compile_text  # noqa: E402
-from kaipolicy.rules.vocabulary import Vocabulary, type_spec  # noqa: E402
+from kaipolicy.rules.expression import compile_text
+from kaipolicy.rules.vocabulary import Vocabulary, type_spec
 
 EXPR = ("node.idleGpus >= task.gpus && node.pods < 110 && task.priority > 0 "
         "&& node.name != 'drained' && node.allocatableGpus > 2.0")

@@ -43,8 +43,21 @@ class NotImplementedAction(KaipolicyError):
 class SessionRule:
     """A compiled rule bound to one session: what `framework.session.Rule` asks for."""
 
-    __slots__ = ("name", "plugin", "file", "line", "weight", "builtin", "with_args", "variables",
-                 "hook_name", "scalar", "vector", "message", "vectorizable")
+    __slots__ = (
+        "builtin",
+        "file",
+        "hook_name",
+        "line",
+        "message",
+        "name",
+        "plugin",
+        "scalar",
+        "variables",
+        "vector",
+        "vectorizable",
+        "weight",
+        "with_args",
+    )
 
     def __init__(self, plugin: str, bound: Any) -> None:
         rule = bound.rule

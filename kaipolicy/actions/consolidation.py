@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue
 from kaipolicy.actions.preempt import has_live_pod
-from kaipolicy.actions.signatures import FailedSignatures, _size, signature
+from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, Scenario, feasible_nodes
 from kaipolicy.api.job import Job
 from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
@@ -24,29 +24,11 @@ ACTION = "consolidation"
 RULE = "consolidation/all-victims-placed-again"
 
 
-class _AnyQueueSignatures(FailedSignatures):
-    """The consolidation action keeps one set of failed signatures for all queues."""
-
-    def skip(self, job: Job) -> bool:
-        if not self.enabled:
-            return False
-        failed = self.smallest.get(("", signature(job)))
-        return failed is not None and all(s >= f for s, f in zip(_size(job), failed))
-
-    def remember(self, job: Job) -> None:
-        if not self.enabled:
-            return
-        key = ("", signature(job))
-        size, old = _size(job), self.smallest.get(key)
-        if old is None or all(s <= o for s, o in zip(size, old)):
-            self.smallest[key] = size
-
-
 def consolidation(ssn: Session) -> None:
     ssn.action = ACTION
     flt = JobFilter(pending=True, ready=True, preemptible=True)
     order = JobsByQueue(ssn, depth=ssn.config.depth(ACTION)).add(ssn.cluster.jobs.values(), flt)
-    failed = _AnyQueueSignatures(ssn)
+    failed = FailedSignatures(ssn, per_queue=False)
     while not order.empty():
         job = order.pop()
         if job is None:

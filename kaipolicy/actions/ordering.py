@@ -8,7 +8,7 @@ and each queue is judged by the victims already taken from it plus its next one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kaipolicy.actions.heap import GoHeap, SortedByKey

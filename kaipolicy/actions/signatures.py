@@ -108,11 +108,3 @@ class FailedSignatures:
         if current is None or smaller_footprint(job, current):
             self.smallest[key] = job
 
-
-def _size(job: Job) -> tuple[int, float, float, float, int]:
-    """Kept for callers comparing sizes directly: pending pods and their largest requests."""
-    pending = [t for t in job.tasks.values() if t.status not in ACTIVE_ALLOCATED]
-    if not pending:
-        return (0, 0.0, 0.0, 0.0, 0)
-    return (len(pending), max(t.request.gpus_quota for t in pending), max(t.request.cpu for t in pending),
-            max(t.request.memory for t in pending), max(t.request.gpu_memory for t in pending))

@@ -322,9 +322,8 @@ class Node:
                 self.releasing.gpus -= 1
         else:
             self.shared_allocated[group] = self.shared_allocated.get(group, 0) + mem
-            if self.shared_used[group] <= mem:
-                if self.gpu_count < int(self.idle.gpus) + self.used_gpus_total():
-                    self.idle.gpus -= 1
+            if self.shared_used[group] <= mem and self.gpu_count < int(self.idle.gpus) + self.used_gpus_total():
+                self.idle.gpus -= 1
             if group in self.shared_marked_releasing:
                 self.releasing.gpus -= 1
                 self.shared_marked_releasing.discard(group)
@@ -350,9 +349,8 @@ class Node:
                 self.releasing.gpus += 1
         else:
             self.shared_allocated[group] = self.shared_allocated.get(group, 0) - mem
-            if self.shared_used[group] <= 0:
-                if self.gpu_count >= int(self.idle.gpus) + self.used_gpus_total():
-                    self.idle.gpus += 1
+            if self.shared_used[group] <= 0 and self.gpu_count >= int(self.idle.gpus) + self.used_gpus_total():
+                self.idle.gpus += 1
             if self._gpu_releasing_from_shared(group) and group not in self.shared_marked_releasing:
                 self.releasing.gpus += 1
                 self.shared_marked_releasing.add(group)

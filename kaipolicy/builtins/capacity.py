@@ -44,7 +44,7 @@ def non_preemptible_over_quota(shares: Shares, queue_uid: str, preemptible: bool
             if sh.deserved == UNLIMITED or not requested.get(r):
                 continue
             if sh.deserved < sh.allocated_non_preemptible + requested[r]:
-                name, div, unit = _UNITS[r]
+                _, div, unit = _UNITS[r]
                 return (f"Non-preemptible workload is over quota. Workload requested {_h(requested[r], div)} "
                         f"{unit}, but {qs.queue.name} quota is {_h(sh.deserved, div)} {unit}, while "
                         f"{_h(sh.allocated_non_preemptible, div)} {unit} are already allocated for "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import WHOLE_GPU, Task
 
+
 def is_new_group(group: str) -> bool:
     return not group.lstrip("-").isdigit()
 

@@ -165,8 +165,8 @@ def domain_misfit(request: Resources, n_tasks: int, domain: Domain) -> list[str]
     """None when the domain can hold the tasks, else the short reasons why not."""
     if domain.allocatable_pods != UNSET:
         if domain.allocatable_pods < n_tasks:
-            return [f"node-group {domain.id} can allocate only {domain.allocatable_pods} of {n_tasks} "
-                    "required pods"]
+            return [(f"node-group {domain.id} can allocate only {domain.allocatable_pods} of {n_tasks} "
+                     "required pods")]
         return None
     if fill_ratio(request, domain) <= 1.0:
         return None

@@ -51,8 +51,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_text(path: str, report: dict[str, Any]) -> str:
-    lines = [f"{path}: {report['cycles']} cycle(s); last cycle: {report['binds']} bind(s), "
-             f"{report['evictions']} eviction(s), {report['pipelined']} pipelined"]
+    head = (f"{path}: {report['cycles']} cycle(s); last cycle: {report['binds']} bind(s), "
+            f"{report['evictions']} eviction(s), {report['pipelined']} pipelined")
+    lines = [head]
     by_job: dict[str, list[dict[str, Any]]] = {}
     for t in report["tasks"]:
         by_job.setdefault(t["job"], []).append(t)

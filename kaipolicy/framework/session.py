@@ -123,7 +123,7 @@ class Session:
         try:
             fn = rule.vector if vector else rule.scalar
             return fn(*self._args(rule, env))
-        except Exception as e:  # a rule failing at run time is an error outcome, never allow/deny
+        except Exception as e:  # noqa: BLE001 - a failing rule is an error outcome, never allow/deny
             out = Outcome(Code.ERROR, f"{rule.plugin}/{rule.name}", f"{type(e).__name__}: {e}")
             self.errors.append(out)
             self.audit.rule_error(out)
@@ -376,7 +376,7 @@ class Session:
 class GpuView:
     """One candidate GPU on a node, as gpuOrder rules see it."""
 
-    __slots__ = ("node", "group")
+    __slots__ = ("group", "node")
 
     def __init__(self, node: Node, group: str) -> None:
         self.node = node

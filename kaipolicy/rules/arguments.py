@@ -6,8 +6,9 @@ double and "true" for a bool are parsed here; anything else of the wrong type is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 ArgValue = str | int | float | bool
 ARG_TYPES = ("int", "uint", "double", "bool", "string")

@@ -8,9 +8,10 @@ arguments from the scheduler configuration into a `PluginInstance`.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from kaipolicy.errors import RuleError
 from kaipolicy.rules.arguments import ArgumentValues, ArgValue, bind

@@ -8,13 +8,21 @@ it is noted once so the rule falls back to scalar evaluation.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from kaipolicy.rules import functions as fn
 from kaipolicy.rules import tree as t
-from kaipolicy.rules.vocabulary import (NUMERIC, PRIMITIVES, TypeSpec, Vocabulary, assignable, join,
-                                        list_elem, map_kv)
+from kaipolicy.rules.vocabulary import (
+    NUMERIC,
+    PRIMITIVES,
+    TypeSpec,
+    Vocabulary,
+    assignable,
+    join,
+    list_elem,
+    map_kv,
+)
 
 ORDERED = NUMERIC | {"string", "bytes", "bool"}
 _ARITH = {"-": NUMERIC, "*": NUMERIC, "/": NUMERIC, "%": frozenset({"int", "uint"})}

@@ -7,8 +7,9 @@ is the unbound result; `BoundRule` is what a plugin instance hands to the framew
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from kaipolicy.framework.hooks import Form, HookKind
 from kaipolicy.rules import tree as t

@@ -6,8 +6,9 @@ E3xx names and types, E4xx cost, W5xx vectorisation notes, E6xx argument overrid
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 ERROR = "error"
 WARNING = "warning"

@@ -9,7 +9,8 @@ for 64-bit overflow, dyn operands go through run-time dispatch.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from kaipolicy.rules import runtime as rt
 from kaipolicy.rules import tree as t

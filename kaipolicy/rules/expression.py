@@ -6,8 +6,9 @@ problems raise RuleError with diagnostics placed in the expression text.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from kaipolicy.errors import RuleError
 from kaipolicy.rules.check import Checker

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from kaipolicy.rules.bundle import DEFAULT_VECTOR_NAMES, compile_paths
 from kaipolicy.rules.cost import DEFAULT_COST_LIMIT

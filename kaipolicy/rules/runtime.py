@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -147,7 +148,7 @@ def all_(items: Iterable[Any], pred: Callable[[Any], Any]) -> bool:
         try:
             if pred(item) is False:
                 return False
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - CEL absorbs one branch's error if another decides
             error = error or err
     if error is not None:
         raise error
@@ -160,7 +161,7 @@ def exists(items: Iterable[Any], pred: Callable[[Any], Any]) -> bool:
         try:
             if pred(item) is True:
                 return True
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - CEL absorbs one branch's error if another decides
             error = error or err
     if error is not None:
         raise error

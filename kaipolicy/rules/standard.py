@@ -82,7 +82,7 @@ def _by_column(fn: Any, column: str) -> Any:
     def vector(*args: Any) -> np.ndarray:
         nv = next(a for a in args if isinstance(a, NodeVector))
         values = getattr(nv, column)
-        keys, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+        _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
         results = [fn(*[nv.nodes[int(i)] if a is nv else a for a in args]) for i in first]
         return np.asarray(results, dtype=object if isinstance(results[0], str) else None)[inverse]
     return vector
@@ -263,8 +263,8 @@ VOCABULARY = Vocabulary(types=TYPES, variables=VARIABLES, functions=FUNCTIONS)
 # ---- eviction functions (issue 3) ----
 # Types and functions the eviction hooks use: scenarios of victims (reclaim, preempt,
 # consolidation), the proportion plugin's reclaim rules and min-runtime protection.
-from kaipolicy.builtins import minruntime as _minruntime  # noqa: E402
-from kaipolicy.builtins import reclaimable as _reclaimable  # noqa: E402
+from kaipolicy.builtins import minruntime as _minruntime
+from kaipolicy.builtins import reclaimable as _reclaimable
 
 TYPES["Scenario"] = _type("Scenario", "A victim scenario: the pending job as grown so far and its victims.", {
     "preemptor": "Job", "victims": "list<Victim>", "action": "string",

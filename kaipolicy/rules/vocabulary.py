@@ -7,8 +7,9 @@ or the name of a TypeSpec. The helpers at the bottom split and compare them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 PRIMITIVES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "null", "dyn"})
 NUMERIC = frozenset({"int", "uint", "double"})

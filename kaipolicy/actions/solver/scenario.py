@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kaipolicy.api.job import Job
 from kaipolicy.actions.solver.views import clone_with_tasks
+from kaipolicy.api.job import Job
 from kaipolicy.api.task import Task
 from kaipolicy.builtins.fairshare import QueueShare, Vec
 

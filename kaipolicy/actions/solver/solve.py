@@ -10,10 +10,10 @@ accept the scenario, and the solution of the whole job is the Statement left app
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from kaipolicy.actions.heap import GoHeap
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, _QueueNode

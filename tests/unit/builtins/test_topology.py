@@ -196,8 +196,8 @@ def test_whole_cluster_too_small_is_reported_once() -> None:
     ssn = _session(_cluster(FOUR_RACKS, [_job("j", _pending(25), topologyConstraint=REQUIRED_RACK)]))
     assert _subset_root(ssn, "j") == []
     assert ssn.cluster.jobs["j"].fit_errors == [
-        "topology topo, requirement rack couldn't be satisfied for job <default/j>: "
-        "not enough resources in the cluster to allocate the job"]
+        ("topology topo, requirement rack couldn't be satisfied for job <default/j>: "
+         "not enough resources in the cluster to allocate the job")]
 
 
 def test_unknown_topology_is_a_fit_error() -> None:

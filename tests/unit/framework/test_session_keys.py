@@ -8,4 +8,4 @@ from kaipolicy.framework.session import LAST
 def test_a_failed_rule_sorts_after_any_value() -> None:
     assert ((0, 5),) < ((LAST,),)
     assert ((LAST,),) > ((1, 0, 0),)
-    assert sorted([((LAST,), 1.0), ((0, 0, -3), 2.0), ((1, 0, 0), 0.0)])[-1][0] == (LAST,)
+    assert max([((LAST,), 1.0), ((0, 0, -3), 2.0), ((1, 0, 0), 0.0)])[0] == (LAST,)

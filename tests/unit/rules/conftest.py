@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
+from rules_fixtures import make_vocabulary
 
 from kaipolicy.rules.vocabulary import Vocabulary
-from rules_fixtures import make_vocabulary
 
 
 @pytest.fixture

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
+from rules_fixtures import Node, Queue, Task
 
 import kaipolicy.rules
 from kaipolicy.errors import RuleError
@@ -13,8 +14,6 @@ from kaipolicy.framework.hooks import HOOK_KINDS
 from kaipolicy.rules import EvalError, load_bundle
 from kaipolicy.rules.schema import load_schema
 from kaipolicy.rules.vocabulary import Vocabulary
-
-from rules_fixtures import Node, Queue, Task
 
 Write = Callable[[str, str], Path]
 

@@ -65,7 +65,7 @@ def celpy_result(expr: str, variables: dict[str, Any]) -> tuple[bool, Any]:
     program = env.program(env.compile(expr))
     try:
         result = program.evaluate({k: celpy.json_to_cel(v) for k, v in variables.items()})
-    except Exception:  # celpy raises CELEvalError or Python errors from its evaluator
+    except Exception:  # noqa: BLE001 - celpy raises CELEvalError or Python errors from its evaluator
         return False, None
     if isinstance(result, celpy.CELEvalError):
         return False, None

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
+from rules_fixtures import Node, NodeArrays, Task, make_vocabulary
 
 from kaipolicy.rules import EvalError, load_bundle
 from kaipolicy.rules.expression import compile_text
 from kaipolicy.rules.vocabulary import Vocabulary
-
-from rules_fixtures import Node, NodeArrays, Task, make_vocabulary
 
 EXPRESSIONS = [
     "node.idleGpus < task.gpus",
