@@ -5,6 +5,9 @@ of queue-0 (deserved 0); one pending job of queue-1 (deserved N x 8 GPUs) with N
 GPUs each. preempt N: N x 8 running one-GPU low-priority jobs fill the nodes, as many pending
 one-GPU higher-priority jobs of the same queue wait. consolidation N: every node half full of
 one-GPU jobs, N/2 pending jobs of 8 GPUs each (consolidation packs the running ones).
+reference-preempt / -consolidation / -full-cycle: the reference's own mixed topology (half the
+one-GPU jobs running, half pending, 4 queues in 2 departments; 10x50, 50x200 and for the full
+cycle of all five actions also 100x500).
 Per shape: the median seconds of `simulate` (snapshot, session, action) and the solver's outcome.
 
 usage: python bench/eviction.py [--repeat 5] [--reclaim 100,200,500,1000] [--small 10,50]
@@ -70,7 +73,28 @@ def consolidation_shape(n: int) -> dict[str, Any]:
     return _doc("consolidation", n, queues, jobs)
 
 
-SHAPES = {"reclaim": reclaim_shape, "preempt": preempt_shape, "consolidation": consolidation_shape}
+def mixed_shape(n: int, n_jobs: int, actions: list[str]) -> dict[str, Any]:
+    """The reference's BenchmarkPreempt/Consolidation/FullSchedulingCycle topology: n nodes x 8
+    GPUs, n_jobs one-GPU train jobs over 4 queues in 2 departments (each queue deserving a quarter
+    of the GPUs), even-numbered ones running on node i % n, odd ones pending."""
+    total = n * 8
+    queues = [{"name": f"queue-{i}", "parent": "dept-a" if i < 2 else "dept-b", "deserved": {"gpu": total / 4},
+               "overQuotaWeight": {"gpu": 1}, "creationOrder": i + 2} for i in range(4)]
+    depts = [{"name": d, "deserved": {"gpu": total / 2}, "creationOrder": i} for i, d in enumerate(("dept-a", "dept-b"))]
+    jobs = [_job(f"job-{i}", f"queue-{i % 4}", 50, 1,
+                 [{"state": "Running", "node": f"node-{i % n:04d}"} if i % 2 == 0 else {"state": "Pending"}], 1)
+            for i in range(n_jobs)]
+    doc = _doc(actions[0] if len(actions) == 1 else "full cycle", n, queues, jobs)
+    doc.update(actions=actions, departments=depts, defaultDepartment=False)
+    return doc
+
+
+ALL_ACTIONS = ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"]
+REFERENCE_JOBS = {10: 50, 50: 200, 100: 500}
+SHAPES = {"reclaim": reclaim_shape, "preempt": preempt_shape, "consolidation": consolidation_shape,
+          "reference-preempt": lambda n: mixed_shape(n, REFERENCE_JOBS[n], ["preempt"]),
+          "reference-consolidation": lambda n: mixed_shape(n, REFERENCE_JOBS[n], ["consolidation"]),
+          "reference-full-cycle": lambda n: mixed_shape(n, REFERENCE_JOBS[n], ALL_ACTIONS)}
 
 
 def measure(bundle: Any, kind: str, n: int, repeat: int) -> dict[str, Any]:
@@ -85,7 +109,7 @@ def measure(bundle: Any, kind: str, n: int, repeat: int) -> dict[str, Any]:
     assert result is not None
     ssn = result.last
     out: dict[str, Any] = {"action": kind, "nodes": n, "jobs": len(doc["jobs"]), "medianSeconds": round(statistics.median(times), 4),
-                           "minSeconds": round(min(times), 4), "evictions": len(ssn.evictions),
+                           "minSeconds": round(min(times), 4), "binds": len(ssn.binds), "evictions": len(ssn.evictions),
                            "pipelined": len(ssn.pipelines), "repeat": repeat}
     target = TARGETS.get((kind, n))
     if target is not None:
@@ -102,8 +126,9 @@ def main() -> None:
     args = ap.parse_args()
     bundle = load(None)
     rows = [measure(bundle, "reclaim", int(n), args.repeat) for n in args.reclaim.split(",") if n]
-    for kind in ("preempt", "consolidation"):
+    for kind in ("preempt", "consolidation", "reference-preempt", "reference-consolidation"):
         rows += [measure(bundle, kind, int(n), args.repeat) for n in args.small.split(",") if n]
+    rows += [measure(bundle, "reference-full-cycle", n, args.repeat) for n in (10, 50, 100)]
     print(json.dumps({"benchmark": "eviction", "shapes": rows}, indent=2))
 
 
