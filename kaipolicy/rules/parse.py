@@ -7,7 +7,7 @@ here; which names and functions exist is the checker's business.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import lark
 
@@ -36,8 +36,8 @@ GRAMMAR = r"""
 ?primary: IDENT -> ident
      | "."? IDENT "(" [args] ")" -> call
      | "(" expr ")"
-     | LBRACK [items] "]" -> list
-     | LBRACE [entries] "}" -> map
+     | LBRACK [items] "]" -> list_lit
+     | LBRACE [entries] "}" -> map_lit
      | UINT -> uint_lit
      | FLOAT -> float_lit
      | INT -> int_lit
@@ -107,7 +107,9 @@ def parse(text: str) -> t.Expr:
     try:
         raw = _parser().parse(text)
     except lark.UnexpectedCharacters as err:
-        raise ParseError(err.pos_in_stream, f"unexpected character {text[err.pos_in_stream]!r}") from None
+        # lark declares `pos_in_stream = None` on the base class; the lexer always sets it here.
+        pos = cast(int, err.pos_in_stream)
+        raise ParseError(pos, f"unexpected character {text[pos]!r}") from None
     except lark.UnexpectedEOF:
         raise ParseError(len(text.rstrip()), "unexpected end of expression") from None
     except lark.UnexpectedToken as err:
@@ -132,8 +134,13 @@ def _pos(token: Any) -> int:
     return int(token.start_pos) if isinstance(token, lark.Token) and token.start_pos is not None else 0
 
 
-class _Build(lark.Transformer[Any, t.Expr]):
-    """Bottom-up: lark's parse tree -> tree nodes."""
+class _Build(lark.Transformer[lark.Token, t.Expr]):
+    """Bottom-up: lark's parse tree -> tree nodes.
+
+    One method per grammar alias; a rule's children are typed `list[Any]` because their shape
+    is fixed by the grammar, not by lark's types. Literal aliases end in `_lit`, so that no
+    method shadows the builtin `list` the annotations use.
+    """
 
     def cond(self, c: list[Any]) -> t.Expr:
         return t.Cond(_pos(c[1]), c[0], c[2], c[3])
@@ -168,10 +175,10 @@ class _Build(lark.Transformer[Any, t.Expr]):
     def entry(self, c: list[Any]) -> tuple[t.Expr, t.Expr]:
         return (c[0], c[1])
 
-    def list(self, c: list[Any]) -> t.Expr:
+    def list_lit(self, c: list[Any]) -> t.Expr:
         return t.ListLit(_pos(c[0]), c[1] or [])
 
-    def map(self, c: list[Any]) -> t.Expr:
+    def map_lit(self, c: list[Any]) -> t.Expr:
         return t.MapLit(_pos(c[0]), c[1] or [])
 
     def call(self, c: list[Any]) -> t.Expr:
