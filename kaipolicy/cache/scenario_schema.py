@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
@@ -65,12 +65,30 @@ def validate_scenario(doc: object, file: str) -> None:
 
 
 # ---------------------------------------------------------------- schema errors
+# jsonschema's stubs allow an error's schema to be a boolean and its fields to be unset (for
+# errors built by hand); iter_errors sets them all on every error it yields, and the scenario
+# schema has no boolean subschemas. These three read them as what they are here.
+
+
+def _schema(err: ValidationError) -> Mapping[str, Any]:
+    """The subschema that failed."""
+    return cast("Mapping[str, Any]", err.schema)
+
+
+def _expected(err: ValidationError) -> Any:
+    """The failing keyword's value in the schema (JSON data)."""
+    return err.validator_value
+
+
+def _instance(err: ValidationError) -> Any:
+    """The part of the document that failed (JSON data)."""
+    return err.instance
 
 
 def _leaves(errors: Iterable[ValidationError]) -> Iterator[ValidationError]:
     """Errors, with anyOf/oneOf errors lacking a message of their own replaced by their causes."""
     for err in errors:
-        if err.context and err.validator in ("anyOf", "oneOf") and "x-message" not in err.schema:
+        if err.context and err.validator in ("anyOf", "oneOf") and "x-message" not in _schema(err):
             yield from _leaves(err.context)
         else:
             yield err
@@ -78,7 +96,7 @@ def _leaves(errors: Iterable[ValidationError]) -> Iterator[ValidationError]:
 
 def _error_path(err: ValidationError) -> list[Any]:
     """The instance path an error is reported at (an unknown or bad key is appended)."""
-    path = list(err.absolute_path)
+    path: list[Any] = list(err.absolute_path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         extra = _unknown_keys(err)
         if extra:
@@ -89,8 +107,8 @@ def _error_path(err: ValidationError) -> list[Any]:
 
 
 def _unknown_keys(err: ValidationError) -> list[Any]:
-    allowed = err.schema.get("properties", {})
-    return [k for k in err.instance if k not in allowed]
+    allowed = _schema(err).get("properties", {})
+    return [k for k in _instance(err) if k not in allowed]
 
 
 def _position(doc: Any, path: Sequence[Any]) -> tuple[int, ...]:
@@ -121,33 +139,34 @@ def _pick(doc: Any, errors: list[ValidationError]) -> ValidationError:
 def _describe(doc: Any, err: ValidationError) -> tuple[str, str]:
     path = _error_path(err)
     kind = err.validator
-    value = err.instance
-    schema = err.schema
+    value = _instance(err)
+    schema = _schema(err)
+    expected = _expected(err)
     in_key_name = "propertyNames" in err.absolute_schema_path
     if kind == "additionalProperties":
         extra = _unknown_keys(err)
         allowed = ", ".join(schema.get("properties", {}))
         msg = f"unknown key {_show(extra[0] if extra else '?')} (allowed: {allowed})"
     elif kind == "required":
-        missing = [k for k in err.validator_value if not isinstance(value, dict) or k not in value]
+        missing = [k for k in expected if not isinstance(value, dict) or k not in value]
         msg = f"missing required key {_show(missing[0] if missing else '?')}"
     elif kind == "type":
-        wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+        wanted: list[str] = expected if isinstance(expected, list) else [expected]  # JSON Schema `type`
         words = [_TYPE_WORDS.get(t, t) for t in wanted]
         msg = f"expected {_join_or(words)}, got {_show(value)}"
         if in_key_name:
             msg = f"map keys must be strings, got {_show(value)}"
     elif kind == "enum":
-        options = ", ".join(str(o) for o in err.validator_value)
+        options = ", ".join(str(o) for o in expected)
         msg = f"{_show(value)} is not one of {options}"
     elif kind == "const":
-        msg = f"expected {_show(err.validator_value)}, got {_show(value)}"
+        msg = f"expected {_show(expected)}, got {_show(value)}"
     elif kind == "minimum":
-        msg = f"expected a number >= {err.validator_value}, got {_show(value)}"
+        msg = f"expected a number >= {expected}, got {_show(value)}"
     elif kind == "maximum":
-        msg = f"expected a number <= {err.validator_value}, got {_show(value)}"
+        msg = f"expected a number <= {expected}, got {_show(value)}"
     elif kind == "minItems":
-        msg = f"expected at least {err.validator_value} item(s), got {len(value)}"
+        msg = f"expected at least {expected} item(s), got {len(value)}"
     elif kind == "minLength":
         msg = f"expected a non-empty string, got {_show(value)}"
     elif "x-message" in schema:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 
@@ -90,7 +91,10 @@ def _schema_diagnostics(src: SourceFile, err: jsonschema.ValidationError) -> lis
     path: KeyPath = tuple(err.absolute_path)
     rule = _rule_name(src, path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = set(err.schema.get("properties", {}))
+        # The stubs allow a boolean or unset schema; iter_errors sets it, and the rule-file
+        # schema's additionalProperties sits on object schemas only.
+        schema = cast("Mapping[str, Any]", err.schema)
+        allowed = set(schema.get("properties", {}))
         out = []
         for key in sorted(k for k in err.instance if k not in allowed):
             line, col = src.place(path + (key,), key=True)
@@ -172,7 +176,7 @@ def _rule(src: SourceFile, index: int, rule: dict[str, Any], diags: list[Diagnos
             rule = {**rule, key: str(rule[key]).lower()}
     if len(diags) > before or any(_bad_type(src, index, k) for k in rule):
         return None
-    exprs = {k: str(rule[k]) for k in ("when", "deny", "message", "score", "key", "allow", "value") if k in rule}
+    exprs: dict[str, str] = {k: str(rule[k]) for k in ("when", "deny", "message", "score", "key", "allow", "value") if k in rule}
     for key, text in (rule.get("annotations") or {}).items():
         exprs[f"annotations.{key}"] = str(text)
     weight = rule.get("weight", 1.0)
