@@ -43,6 +43,12 @@ class PodOnNode:
         return self.accepted is not None and self.accepted.is_shared
 
 
+#: What `Node.snapshot()` keeps: idle, used, releasing, tasks, shared used / releasing /
+#: allocated, shared groups marked releasing, legacy-MIG task uids.
+NodeState = tuple[Resources, Resources, Resources, dict[str, PodOnNode], dict[str, int], dict[str, int],
+                  dict[str, int], set[str], set[str]]
+
+
 @dataclass(slots=True, eq=False)
 class Node:
     name: str
@@ -267,14 +273,14 @@ class Node:
         self._track(stored, -1)
         self.version += 1
 
-    def snapshot(self) -> tuple[object, ...]:
+    def snapshot(self) -> NodeState:
         """Everything tasks change on the node, to restore exactly on rollback."""
         return (self.idle.clone(), self.used.clone(), self.releasing.clone(), dict(self.tasks),
                 dict(self.shared_used), dict(self.shared_releasing), dict(self.shared_allocated),
                 set(self.shared_marked_releasing), set(self.legacy_mig_tasks))
 
-    def restore(self, snap: tuple[object, ...]) -> None:
-        (self.idle, self.used, self.releasing, self.tasks, self.shared_used, self.shared_releasing,  # type: ignore[assignment]
+    def restore(self, snap: NodeState) -> None:
+        (self.idle, self.used, self.releasing, self.tasks, self.shared_used, self.shared_releasing,
          self.shared_allocated, self.shared_marked_releasing, self.legacy_mig_tasks) = snap
         self.version += 1
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kaipolicy.api.node import NodeState
 from kaipolicy.api.task import Status, Task
 from kaipolicy.errors import StatementError
 
@@ -28,11 +29,11 @@ class Operation:
     previous_node: str
     previous_groups: list[str]
     previous_virtual: bool
+    node_before: NodeState    # the node's accounting before the operation
     message: str = ""
     reason: dict[str, str] = field(default_factory=dict)
     valid: bool = True
     undoes: Operation | None = None   # for an unevict: the eviction it cancelled
-    node_before: tuple[object, ...] = ()   # the node's accounting before the operation
 
 
 class Statement:
