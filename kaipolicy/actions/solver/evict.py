@@ -50,8 +50,8 @@ def _reclaim_details(ssn: Session, reclaimer_queue: str, reclaimee_queue: str) -
     if reclaimer is None or reclaimee is None:
         return ""
     if reclaimer.parent != reclaimee.parent:
-        reclaimer = queues.get(reclaimer.parent or "")  # type: ignore[assignment]
-        reclaimee = queues.get(reclaimee.parent or "")  # type: ignore[assignment]
+        reclaimer = queues.get(reclaimer.parent or "")
+        reclaimee = queues.get(reclaimee.parent or "")
         if reclaimer is None or reclaimee is None:
             return ""
     return f"{_queue_details(ssn, reclaimee)}\n{_queue_details(ssn, reclaimer)}"
