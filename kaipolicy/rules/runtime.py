@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -51,7 +51,7 @@ def describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
-def overflow() -> Any:
+def overflow() -> NoReturn:
     raise OverflowError("integer overflow")
 
 
@@ -206,25 +206,31 @@ def matches(text: str, pattern: str) -> bool:
 
 
 def to_int(value: Any) -> int:
+    n: int
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise ValueError("cannot convert a non-finite double to int")
-        value = math.trunc(value)
+        n = math.trunc(value)
     elif isinstance(value, str):
-        value = int(value, 10)
+        n = int(value, 10)
     elif isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"no such overload: int({kind(value)})")
-    return value if INT_MIN <= value <= INT_MAX else overflow()
+    else:
+        n = value
+    return n if INT_MIN <= n <= INT_MAX else overflow()
 
 
 def to_uint(value: Any) -> int:
+    n: int
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise ValueError("cannot convert a non-finite double to uint")
-        value = math.trunc(value)
+        n = math.trunc(value)
     elif isinstance(value, str):
-        value = int(value, 10)
-    return value if 0 <= value <= UINT_MAX else overflow()
+        n = int(value, 10)
+    else:
+        n = value  # the checker admits only int, uint, double and string (or dyn) here
+    return n if 0 <= n <= UINT_MAX else overflow()
 
 
 def to_double(value: Any) -> float:
