@@ -123,7 +123,7 @@ def pre_job_allocation(ssn: Any, job: Job) -> None:
 # ---- pieces ------------------------------------------------------------------------------------
 def trees(ssn: Any) -> dict[str, Tree]:
     """The session's domain trees, one per topology, built on first use."""
-    built = ssn.cache.get(TREES)
+    built: dict[str, Tree] | None = ssn.cache.get(TREES)
     if built is None:
         cluster = ssn.cluster
         built = ssn.cache[TREES] = {name: build_tree(t, cluster.nodes.values())

@@ -7,7 +7,7 @@ names the scalar rules read from a `Node`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,10 +102,15 @@ def fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:
     plain requests (CPU-only or whole GPUs); shared and MIG requests ask each node."""
     req = task.request
     if req.is_shared or req.mig:
-        check = (lambda n: n.fits_idle_or_releasing(task)) if with_releasing else (lambda n: n.fits_idle(task))
+        check: Callable[[Node], bool] = (
+            (lambda n: n.fits_idle_or_releasing(task)) if with_releasing else (lambda n: n.fits_idle(task)))
         return np.fromiter((check(n) for n in view.nodes), dtype=bool, count=len(view))
     if not with_releasing and req.is_empty:
         return np.ones(len(view), dtype=bool)
+    cpu: np.ndarray  # NodeVector columns are numeric arrays, looked up by name at run time
+    mem: np.ndarray
+    gpus: np.ndarray
+    pods: np.ndarray
     if with_releasing:
         cpu, mem, gpus, pods = view.free_cpu_millis, view.free_memory_bytes, view.free_gpus, view.free_pods
     else:

@@ -51,7 +51,7 @@ def _tasks_to_allocate(ssn: Session, job: Job, real: bool) -> list[Task]:
 def init_request_quantities(ssn: Session, job: Job) -> Vec:
     """What the job's next tasks ask for, as queue quota counts it (GetTasksToAllocateInitResource)."""
     key = ("init-request", job.uid)
-    cached = ssn.cache.get(key)
+    cached: Vec | None = ssn.cache.get(key)   # the memo holds what this function stored under the key
     if cached is not None:
         return cached
     total: Vec = {"cpu": 0.0, "memory": 0.0, "gpu": 0.0}

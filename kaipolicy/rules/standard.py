@@ -13,9 +13,11 @@ import numpy as np
 
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
+from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import affinity, capacity, gpusharing, topology
 from kaipolicy.framework.nodetable import NodeVector, fits_mask
+from kaipolicy.framework.session import Session
 from kaipolicy.framework.tasks import tasks_to_allocate
 from kaipolicy.rules.vocabulary import FieldSpec, FunctionSpec, TypeSpec, Vocabulary
 from kaipolicy.rules.vocabulary import snake_case as _snake
@@ -135,7 +137,7 @@ def _binpack_scores(free: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
     return np.where(counted, 9.0 * (1 - (free - lo) / (hi - lo)), 0.0)
 
 
-def _binpack(cluster: Any, node: Node, resource: str) -> float:
+def _binpack(cluster: Session, node: Node, resource: str) -> float:
     """Scalar form: the candidate node set is the one the session is scoring now."""
     free_col, alloc_col = _pack_columns(resource)
     nodes = cluster.scoring_nodes
@@ -148,7 +150,7 @@ def _binpack(cluster: Any, node: Node, resource: str) -> float:
     return float(memo[id(node)])
 
 
-def _binpack_vector(cluster: Any, node: NodeVector, resource: str) -> np.ndarray:
+def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.ndarray:
     free_col, alloc_col = _pack_columns(resource)
     return _binpack_scores(np.asarray(getattr(node, free_col), dtype=float),
                            np.asarray(getattr(node, alloc_col), dtype=float))
@@ -162,44 +164,44 @@ def _spread(free: Any, total: Any) -> Any:
     return out if out.ndim else float(out)
 
 
-def _cap_on_node(cluster: Any, task: Task, job: Job, node: Node) -> str:
+def _cap_on_node(cluster: Session, task: Task, job: Job, node: Node) -> str:
     out = cluster.task_over_capacity_on_node(task, job, node)
     return "" if out.ok else out.message
 
 
-def _task_over_limit_on_node(cluster: Any, task: Task, job: Job, node: Node) -> str:
+def _task_over_limit_on_node(cluster: Session, task: Task, job: Job, node: Node) -> str:
     return capacity.task_on_node_over_capacity(cluster.shares, task, job, node) or ""
 
 
-def _job_over_capacity(cluster: Any, job: Job) -> str:
+def _job_over_capacity(cluster: Session, job: Job) -> str:
     tasks = tasks_to_allocate(cluster, job, True)
     return capacity.job_over_capacity(cluster.shares, job, tasks) or ""
 
 
-def _np_over_quota(cluster: Any, job: Job) -> str:
+def _np_over_quota(cluster: Session, job: Job) -> str:
     tasks = tasks_to_allocate(cluster, job, True)
     return capacity.job_non_preemptible_over_quota(cluster.shares, job, tasks) or ""
 
 
-def _queue_key(cluster: Any, queue: Any, job: Any) -> list[Any]:
+def _queue_key(cluster: Session, queue: Queue, job: Job) -> list[Any]:
     return cluster.queue_order_key(queue, job)
 
 
-def _needs_new_group(cluster: Any, task: Task, node: Node) -> bool:
+def _needs_new_group(cluster: Session, task: Task, node: Node) -> bool:
     return gpusharing.needs_new_group(node, task, lambda g: cluster.gpu_score(task, node, g))
 
 
-def _pod_affinity(cluster: Any, task: Task, node: Node) -> bool:
+def _pod_affinity(cluster: Session, task: Task, node: Node) -> bool:
     return affinity.pod_affinity_fits(cluster.cluster, task, node)
 
 
-def _pod_affinity_vector(cluster: Any, task: Task, node: NodeVector) -> np.ndarray:
+def _pod_affinity_vector(cluster: Session, task: Task, node: NodeVector) -> np.ndarray:
     if task.pod_affinity is None:
         return np.ones(len(node), dtype=bool)
     return np.fromiter((_pod_affinity(cluster, task, n) for n in node.nodes), dtype=bool, count=len(node))
 
 
-def _topology_score(cluster: Any, task: Task, job: Job, node: Node) -> float:
+def _topology_score(cluster: Session, task: Task, job: Job, node: Node) -> float:
     return topology.preferred_score(cluster, task, job, node)
 
 
@@ -215,7 +217,7 @@ def _has_preference(job: Job) -> bool:
     return False
 
 
-def _topology_score_vector(cluster: Any, task: Task, job: Job, node: NodeVector) -> np.ndarray:
+def _topology_score_vector(cluster: Session, task: Task, job: Job, node: NodeVector) -> np.ndarray:
     if not _has_preference(job):
         return np.zeros(len(node))
     return np.fromiter((_topology_score(cluster, task, job, n) for n in node.nodes), dtype=float, count=len(node))
@@ -274,7 +276,7 @@ TYPES["Victim"] = _type("Victim", "A victim job and the pods of it the scenario 
 })
 
 
-def _can_reclaim(cluster: Any, job: Job) -> bool:
+def _can_reclaim(cluster: Session, job: Job) -> bool:
     return _reclaimable.can_reclaim(cluster.shares.queues, job, cluster.job_request(job))
 
 
