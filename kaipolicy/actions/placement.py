@@ -109,7 +109,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
     if not pipeline_only:
         idle = fits_mask(view, task, with_releasing=False)
         for i in np.flatnonzero(~fits & ~idle):
-            reasons[_insufficient(nodes[i], task)] += 1
+            reasons[_insufficient(nodes[int(i)], task)] += 1
         job.task_fit_errors[task.uid] = _summary(len(nodes), reasons)
         if ssn.audit.enabled:
             ssn.audit.add("task", action=ssn.action, job=job.name, task=task.name, node=None, outcome="unplaced",

@@ -51,10 +51,13 @@ def request_le(a: Request, b: Request) -> bool:
     return all(name in other and n <= other[name] for name, n in a.mig)
 
 
+def _compare_requests(x: Request, y: Request) -> int:
+    return -1 if request_le(x, y) and not request_le(y, x) else (1 if request_le(y, x) and not request_le(x, y) else 0)
+
+
 def _sorted_requests(job: Job) -> list[Request]:
     reqs = [t.request for t in job.tasks.values() if t.status == Status.PENDING]
-    return sorted(reqs, key=cmp_to_key(lambda x, y: -1 if request_le(x, y) and not request_le(y, x)
-                                       else (1 if request_le(y, x) and not request_le(x, y) else 0)))
+    return sorted(reqs, key=cmp_to_key(_compare_requests))
 
 
 def easier(job: Job, than: Job) -> bool:
