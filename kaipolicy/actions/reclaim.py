@@ -12,9 +12,10 @@ from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, feasible_nodes
 from kaipolicy.api.job import Job
-from kaipolicy.api.task import ACTIVE_ALLOCATED
+from kaipolicy.api.task import ACTIVE_ALLOCATED, Task
 from kaipolicy.builtins.reclaimable import snapshot
 from kaipolicy.framework.session import Session
+from kaipolicy.framework.statement import Statement
 
 ACTION = "reclaim"
 
@@ -42,7 +43,7 @@ def reclaim(ssn: Session) -> None:
             failed.remember(job)
 
 
-def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, object, list]:  # type: ignore[type-arg]
+def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None, list[Task]]:
     ssn.on_job_solution_start()
     start = snapshot(ssn.shares.queues)
 
