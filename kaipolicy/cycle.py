@@ -23,6 +23,8 @@ from kaipolicy.errors import ConfigError, KaipolicyError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import SchedulerConfig
 from kaipolicy.framework.session import Session
+from kaipolicy.rules.bundle import Bundle
+from kaipolicy.rules.compile import BoundRule
 
 Action = Callable[[Session], None]
 
@@ -59,7 +61,7 @@ class SessionRule:
         "with_args",
     )
 
-    def __init__(self, plugin: str, bound: Any) -> None:
+    def __init__(self, plugin: str, bound: BoundRule) -> None:
         rule = bound.rule
         self.name = rule.name
         self.plugin = plugin
@@ -71,12 +73,17 @@ class SessionRule:
         self.variables = rule.hook.names
         self.hook_name = rule.hook.name
         self.scalar = bound.scalar
-        self.vector = bound.vector
+        # The session calls `vector` only when `vectorizable`; a rule without one gets a stand-in.
+        self.vector: Callable[..., Any] = bound.vector if bound.vector is not None else _no_vector
         self.message = bound.message
         self.vectorizable = bool(rule.vectorizable and bound.vector is not None)
 
 
-def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, audit: Audit | None = None,
+def _no_vector(*values: Any) -> Any:
+    raise TypeError("the rule has no vectorised form")
+
+
+def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, audit: Audit | None = None,
                  vectorize: bool = True) -> Session:
     instances = []
     for option in config.plugins():
@@ -86,7 +93,7 @@ def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, aud
         instances.append((option.name, bundle.instantiate(option.name, option.arguments)))
     k_value = next((float(inst.args.get("kValue", 1.0)) for name, inst in instances if name == "proportion"), 1.0)
     ssn = Session(cluster, config, builtins=BUILTINS, k_value=k_value, audit=audit, vectorize=vectorize)
-    rules = []
+    rules: list[SessionRule] = []
     for name, instance in instances:
         rules.extend(SessionRule(name, bound) for bound in instance.bind_cluster(ssn).rules)
     ssn.add_rules(rules)
@@ -100,7 +107,7 @@ class CycleResult:
     action_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Any, audit: Audit | None = None,
+def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, audit: Audit | None = None,
               vectorize: bool = True) -> CycleResult:
     start = time.perf_counter()
     for name in config.actions:

@@ -28,7 +28,8 @@ from kaipolicy.framework.tasks import init_request_quantities
 
 
 class Rule(Protocol):
-    """What the framework needs of a compiled rule (see kaipolicy.rules)."""
+    """What the framework needs of a compiled rule (see kaipolicy.rules); `vector` is called only
+    when `vectorizable`."""
 
     name: str
     plugin: str
