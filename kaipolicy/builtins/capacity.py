@@ -69,6 +69,7 @@ class Dominance:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Dominance) and not (self < other) and not (other < self)
 
+    # Unhashable on purpose (equal means neither dominates); typeshed types __hash__ as a method.
     __hash__ = None  # type: ignore[assignment]
 
 
