@@ -9,6 +9,7 @@ scenario format says). Failed signatures are remembered across queues.
 
 from __future__ import annotations
 
+from kaipolicy.actions.eviction_loop import solve_in_order
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue
 from kaipolicy.actions.preempt import has_live_pod
 from kaipolicy.actions.signatures import FailedSignatures
@@ -29,19 +30,7 @@ def consolidation(ssn: Session) -> None:
     flt = JobFilter(pending=True, ready=True, preemptible=True)
     order = JobsByQueue(ssn, depth=ssn.config.depth(ACTION)).add(ssn.cluster.jobs.values(), flt)
     failed = FailedSignatures(ssn, per_queue=False)
-    while not order.empty():
-        job = order.pop()
-        if job is None:
-            break
-        if failed.skip(job):
-            continue
-        solved, stmt, victims = _attempt(ssn, job)
-        if solved and stmt is not None:
-            stmt.commit()
-            ssn.audit.add("job", action=ACTION, job=job.name, outcome="consolidated",
-                          victims=[t.key for t in victims])
-        else:
-            failed.remember(job)
+    solve_in_order(ssn, ACTION, "consolidated", order, failed, lambda job: _attempt(ssn, job))
 
 
 def all_placed_again(job: Job, scenario: Scenario) -> Outcome:

@@ -67,18 +67,24 @@ class JobsByQueue:
             self.push(job)
         return self
 
+    def key_of(self, job: Job) -> tuple[Any, ...]:
+        """The job's order key, taken when it is pushed (subclasses memoise it)."""
+        return self.ssn.job_key(job)
+
+    def _leaf_jobs(self) -> GoHeap[Job] | SortedByKey[Job]:
+        if self.depth is not None:
+            return GoHeap(self._job_less, self.depth)
+        return SortedByKey(lambda j: self._job_keys[j.uid], reverse=self.victims)
+
     def push(self, job: Job) -> None:
         queue = self.ssn.cluster.queues[job.queue]
         if not queue.is_leaf:
             return
-        self._job_keys[job.uid] = self.ssn.job_key(job)
+        self._job_keys[job.uid] = self.key_of(job)
         leaf = self.nodes.get(queue.uid)
         new = leaf is None
         if leaf is None:
-            jobs: GoHeap[Job] | SortedByKey[Job] = (
-                GoHeap(self._job_less, self.depth) if self.depth is not None
-                else SortedByKey(lambda j: self._job_keys[j.uid], reverse=self.victims))
-            leaf = _QueueNode(queue, True, jobs)
+            leaf = _QueueNode(queue, True, self._leaf_jobs())
             self.nodes[queue.uid] = leaf
         leaf.children.push(job)
         if new:

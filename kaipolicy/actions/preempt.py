@@ -7,6 +7,7 @@ preemptVictimFilter; a scenario must pass preemptScenarioValidator.
 
 from __future__ import annotations
 
+from kaipolicy.actions.eviction_loop import solve_in_order
 from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, feasible_nodes
@@ -24,19 +25,7 @@ def preempt(ssn: Session) -> None:
     order = JobsByQueue(ssn, depth=ssn.config.depth(ACTION)).add(ssn.cluster.jobs.values(), PENDING_READY)
     failed = FailedSignatures(ssn)
     rules = ", ".join([*ssn.allowing_rules("preemptVictimFilter"), *ssn.allowing_rules("preemptScenarioValidator")])
-    while not order.empty():
-        job = order.pop()
-        if job is None:
-            break
-        if failed.skip(job):
-            continue
-        solved, stmt, victims = _attempt(ssn, job, rules)
-        if solved and stmt is not None:
-            stmt.commit()
-            ssn.audit.add("job", action=ACTION, job=job.name, outcome="preempted",
-                          victims=[t.key for t in victims])
-        else:
-            failed.remember(job)
+    solve_in_order(ssn, ACTION, "preempted", order, failed, lambda job: _attempt(ssn, job, rules))
 
 
 def has_live_pod(ssn: Session, job: Job) -> bool:

@@ -8,6 +8,7 @@ when the job's solution started.
 
 from __future__ import annotations
 
+from kaipolicy.actions.eviction_loop import solve_in_order
 from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, feasible_nodes
@@ -26,21 +27,8 @@ def reclaim(ssn: Session) -> None:
     failed = FailedSignatures(ssn)
     rules = ", ".join([*ssn.allowing_rules("canReclaim")[:1], *ssn.allowing_rules("reclaimVictimFilter"),
                        *ssn.allowing_rules("reclaimScenarioValidator")])
-    while not order.empty():
-        job = order.pop()
-        if job is None:
-            break
-        if not ssn.can_reclaim(job).ok:
-            continue
-        if failed.skip(job):
-            continue
-        solved, stmt, victims = _attempt(ssn, job, rules)
-        if solved and stmt is not None:
-            stmt.commit()
-            ssn.audit.add("job", action=ACTION, job=job.name, outcome="reclaimed",
-                          victims=[t.key for t in victims])
-        else:
-            failed.remember(job)
+    solve_in_order(ssn, ACTION, "reclaimed", order, failed, lambda job: _attempt(ssn, job, rules),
+                   admit=lambda job: ssn.can_reclaim(job).ok)
 
 
 def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None, list[Task]]:

@@ -17,15 +17,11 @@ class TopologyConstraint:
     preferred_level: str = ""
 
 
-@dataclass(slots=True, eq=False)
-class PodSet:
-    """A leaf of the sub-group tree: tasks that form one gang of `min_available`."""
+class CountsTasks:
+    """Status counts over `self.tasks`, shared by pod sets and jobs."""
 
-    name: str
-    min_available: int
-    topology: TopologyConstraint | None = None
-    parent: SubGroupSet | None = None
-    tasks: dict[str, Task] = field(default_factory=dict)
+    __slots__ = ()
+    tasks: dict[str, Task]
 
     def count(self, statuses: frozenset[Status]) -> int:
         return sum(1 for t in self.tasks.values() if t.status in statuses)
@@ -37,6 +33,17 @@ class PodSet:
     @property
     def active_used(self) -> int:
         return self.count(ACTIVE_USED)
+
+
+@dataclass(slots=True, eq=False)
+class PodSet(CountsTasks):
+    """A leaf of the sub-group tree: tasks that form one gang of `min_available`."""
+
+    name: str
+    min_available: int
+    topology: TopologyConstraint | None = None
+    parent: SubGroupSet | None = None
+    tasks: dict[str, Task] = field(default_factory=dict)
 
     def ready(self) -> bool:
         alive = self.count(ALIVE) - self.count(frozenset({Status.GATED}))
@@ -75,7 +82,7 @@ class SubGroupSet:
 
 
 @dataclass(slots=True, eq=False)
-class Job:
+class Job(CountsTasks):
     uid: str
     name: str
     namespace: str
@@ -97,9 +104,6 @@ class Job:
         self.tasks[task.uid] = task
         self.pod_sets[task.sub_group].tasks[task.uid] = task
 
-    def count(self, statuses: frozenset[Status]) -> int:
-        return sum(1 for t in self.tasks.values() if t.status in statuses)
-
     def tasks_in(self, status: Status) -> list[Task]:
         return [t for t in self.tasks.values() if t.status == status]
 
@@ -110,14 +114,6 @@ class Job:
     @property
     def num_allocated(self) -> int:
         return self.count(ALLOCATED)
-
-    @property
-    def active_allocated(self) -> int:
-        return self.count(ACTIVE_ALLOCATED)
-
-    @property
-    def active_used(self) -> int:
-        return self.count(ACTIVE_USED)
 
     def ready(self) -> bool:
         return all(ps.ready() for ps in self.pod_sets.values())

@@ -71,5 +71,6 @@ def render_text(path: str, report: dict[str, Any]) -> str:
         if job["fitError"] and any(t["status"] == "Pending" for t in tasks):
             lines.append(f"      pending because: {job['fitError']}")
     for e in report.get("evictionReasons", []):
-        lines.append(f"  evicted {e['task']} ({e['action']}): {e['message']}")
+        message = e["message"].replace("\n", "\n      ")
+        lines.append(f"  evicted {e['task']} ({e['action']}, for {e.get('job', '?')}): {message}")
     return "\n".join(lines)

@@ -15,8 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaipolicy.actions.heap import GoHeap
-from kaipolicy.actions.ordering import JobFilter, JobsByQueue, _QueueNode
+from kaipolicy.actions.ordering import JobFilter, JobsByQueue
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
 from kaipolicy.actions.solver.scenario import Scenario
@@ -257,24 +256,11 @@ class _KeyedOrder(JobsByQueue):
         super().__init__(ssn)
         self.memo = memo
 
-    def push(self, job: Job) -> None:
-        queue = self.ssn.cluster.queues[job.queue]
-        if not queue.is_leaf:
-            return
-        if self.ssn.cluster.jobs.get(job.uid) is job:
-            memo_key = (job.uid, *(t.status for t in job.tasks.values()))
-            key = self.memo.get(memo_key)
-            if key is None:
-                key = self.memo[memo_key] = self.ssn.job_key(job)
-        else:   # the partial job: its own gang sizes, never memoised
-            key = self.ssn.job_key(job)
-        self._job_keys[job.uid] = key
-        leaf = self.nodes.get(queue.uid)
-        if leaf is None:
-            leaf = _QueueNode(queue, True, GoHeap(self._job_less, self.depth))
-            self.nodes[queue.uid] = leaf
-            leaf.children.push(job)
-            self._link(leaf)
-        else:
-            leaf.children.push(job)
-        self._mark(leaf)
+    def key_of(self, job: Job) -> tuple[Any, ...]:
+        if self.ssn.cluster.jobs.get(job.uid) is not job:
+            return self.ssn.job_key(job)   # the partial job: its own gang sizes, never memoised
+        memo_key = (job.uid, *(t.status for t in job.tasks.values()))
+        key = self.memo.get(memo_key)
+        if key is None:
+            key = self.memo[memo_key] = self.ssn.job_key(job)
+        return key

@@ -38,21 +38,6 @@ class VictimQueue(JobsByQueue):
             key = self.key_memo[memo] = self.ssn.job_key(job)
         return key
 
-    def push(self, job: Job) -> None:
-        queue = self.ssn.cluster.queues[job.queue]
-        if not queue.is_leaf:
-            return
-        self._job_keys[job.uid] = self.key_of(job)
-        leaf = self.nodes.get(queue.uid)
-        if leaf is None:
-            leaf = _QueueNode(queue, True, GoHeap(self._job_less))
-            self.nodes[queue.uid] = leaf
-            leaf.children.push(job)
-            self._link(leaf)
-        else:
-            leaf.children.push(job)
-        self._mark(leaf)
-
     def fill(self, jobs: Sequence[Job]) -> VictimQueue:
         """Load whole jobs (already filtered); leaves are created in input order."""
         queues = self.ssn.cluster.queues

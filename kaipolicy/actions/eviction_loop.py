@@ -1,0 +1,35 @@
+"""The loop reclaim, preempt and consolidation share: pending jobs in queue order, each solved
+inside its own Statement; a solution is committed, a failure remembered by its signature."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kaipolicy.actions.ordering import JobsByQueue
+from kaipolicy.actions.signatures import FailedSignatures
+from kaipolicy.api.job import Job
+from kaipolicy.api.task import Task
+from kaipolicy.framework.session import Session
+from kaipolicy.framework.statement import Statement
+
+Attempt = Callable[[Job], tuple[bool, Statement | None, list[Task]]]
+
+
+def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, failed: FailedSignatures,
+                   attempt: Attempt, admit: Callable[[Job], bool] | None = None) -> None:
+    """`admit` (when given) is asked before the signature shortcut, as the reference does for
+    reclaim's canReclaim."""
+    while not order.empty():
+        job = order.pop()
+        if job is None:
+            break
+        if admit is not None and not admit(job):
+            continue
+        if failed.skip(job):
+            continue
+        solved, stmt, victims = attempt(job)
+        if solved and stmt is not None:
+            stmt.commit()
+            ssn.audit.add("job", action=action, job=job.name, outcome=outcome, victims=[t.key for t in victims])
+        else:
+            failed.remember(job)
