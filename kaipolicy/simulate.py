@@ -16,6 +16,7 @@ from kaipolicy.cycle import run_cycle
 from kaipolicy.errors import ConfigError, RuleError, ScenarioError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
+from kaipolicy.framework.outcome import EvictionRecord
 from kaipolicy.framework.session import Session
 
 
@@ -24,6 +25,7 @@ class SimulationResult:
     scenario: Scenario
     cluster: ClusterInfo
     per_cycle: list[dict[str, int]]
+    evictions: list[tuple[int, EvictionRecord]]   # every cycle's, with its cycle number
     last: Session
     audit: Audit
     seconds: list[float]
@@ -37,6 +39,7 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
     config = config_from(scenario.config, actions=scenario.actions, params=params, where=f"{scenario.file}: config")
     audit = audit or Audit()
     per_cycle: list[dict[str, int]] = []
+    evictions: list[tuple[int, EvictionRecord]] = []
     seconds: list[float] = []
     cluster = scenario.snapshot()
     result = None
@@ -52,11 +55,12 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
         except (ConfigError, RuleError) as e:
             raise ScenarioError(scenario.file, "config", str(e)) from e
         ssn = result.session
+        evictions.extend((i + 1, e) for e in ssn.evictions)
         per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
                           "pipelined": len(ssn.pipelines)})
         seconds.append(result.seconds)
     assert result is not None
-    return SimulationResult(scenario, cluster, per_cycle, result.session, audit, seconds)
+    return SimulationResult(scenario, cluster, per_cycle, evictions, result.session, audit, seconds)
 
 
 def simulate_file(path: str | Path, bundle: Any, vectorize: bool = True) -> SimulationResult:
@@ -90,5 +94,5 @@ def _report(res: SimulationResult) -> dict[str, Any]:
             "evictions": last["evictions"], "pipelined": last["pipelined"], "perCycle": res.per_cycle,
             "nodes": nodes,
             "ruleErrors": sorted({f"{e.rule}: {e.message}" for e in res.last.errors}),
-            "evictionReasons": [{"job": e.job, "task": e.task, "node": e.node, "action": e.action,
-                                 "message": e.message, **e.reason} for e in res.last.evictions]}
+            "evictionReasons": [{"cycle": c, "job": e.job, "task": e.task, "node": e.node, "action": e.action,
+                                 "message": e.message, **e.reason} for c, e in res.evictions]}

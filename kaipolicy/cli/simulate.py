@@ -51,9 +51,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_text(path: str, report: dict[str, Any]) -> str:
-    head = (f"{path}: {report['cycles']} cycle(s); last cycle: {report['binds']} bind(s), "
-            f"{report['evictions']} eviction(s), {report['pipelined']} pipelined")
-    lines = [head]
+    lines = [f"{path}: {report['cycles']} cycle(s)"]
+    for i, c in enumerate(report["perCycle"], 1):
+        lines.append(f"  cycle {i}: {c['binds']} bind(s), {c['evictions']} eviction(s), {c['pipelined']} pipelined")
+    lines.append("  after the last cycle:")
     by_job: dict[str, list[dict[str, Any]]] = {}
     for t in report["tasks"]:
         by_job.setdefault(t["job"], []).append(t)
@@ -72,5 +73,5 @@ def render_text(path: str, report: dict[str, Any]) -> str:
             lines.append(f"      pending because: {job['fitError']}")
     for e in report.get("evictionReasons", []):
         message = e["message"].replace("\n", "\n      ")
-        lines.append(f"  evicted {e['task']} ({e['action']}, for {e.get('job', '?')}): {message}")
+        lines.append(f"  cycle {e['cycle']}: evicted {e['task']} ({e['action']}, for {e.get('job', '?')}): {message}")
     return "\n".join(lines)
