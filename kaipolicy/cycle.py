@@ -53,6 +53,7 @@ class SessionRule:
         "message",
         "name",
         "plugin",
+        "reads",
         "scalar",
         "variables",
         "vector",
@@ -71,6 +72,7 @@ class SessionRule:
         self.builtin = rule.builtin or None
         self.with_args = dict(rule.with_args)
         self.variables = rule.hook.names
+        self.reads = rule.reads
         self.hook_name = rule.hook.name
         self.scalar = bound.scalar
         # The session calls `vector` only when `vectorizable`; a rule without one gets a stand-in.

@@ -39,6 +39,7 @@ class Rule(Protocol):
     builtin: str | None
     with_args: dict[str, Any]
     variables: tuple[str, ...]
+    reads: frozenset[str]          # the variables its expressions name
 
     @property
     def hook_name(self) -> str: ...
@@ -57,6 +58,8 @@ class Session:
         self.params = config.params
         self.audit = audit or Audit()
         self.hooks: dict[str, list[Rule]] = {k: [] for k in BY_NAME}
+        self._job_keys_pure = False
+        self._job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.builtins = builtins or {}
         self.shares = fairshare.Shares.build(cluster, k_value)
         self.node_list = sorted(cluster.nodes.values(), key=lambda n: n.name)
@@ -82,6 +85,9 @@ class Session:
         """Fill the hook slots, in the order given (tier by tier, plugin by plugin)."""
         for r in rules:
             self.hooks[r.hook_name].append(r)
+        # Job keys can be remembered per job state unless a job-order rule consults the session.
+        self._job_keys_pure = all("cluster" not in r.reads for r in self.hooks["jobOrder"])
+        self._job_keys.clear()
 
     # ---- state changes (called by the Statement) ----------------------------------------------
     def statement(self) -> Statement:
@@ -149,7 +155,16 @@ class Session:
 
     # ---- order hooks ---------------------------------------------------------------------------
     def job_key(self, job: Job) -> tuple[Any, ...]:
-        return (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+        if not self._job_keys_pure:
+            return (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+        # what job-order rules can see change only with task statuses and gang sizes (the
+        # solver's partial copies of a job share its uid but not its tasks or minimums)
+        state = (job.uid, tuple((t.uid, t.status) for t in job.tasks.values()),
+                 tuple(ps.min_available for ps in job.pod_sets.values()))
+        key = self._job_keys.get(state)
+        if key is None:
+            key = self._job_keys[state] = (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+        return key
 
     def task_key(self, task: Task, job: Job) -> tuple[Any, ...]:
         return (*self._key("taskOrder", self._env(task=task, job=job)), task.created, task.uid)

@@ -60,6 +60,7 @@ class CompiledRule:
     scalar_factory: Factory | None = None
     vector_factory: Factory | None = None
     message_factory: Factory | None = None
+    reads: frozenset[str] = frozenset()   # the variables its expressions name (hook names, args, cluster)
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -126,9 +127,11 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
         sources.append(_function("_make_message", params, None, body))
     source = "\n".join(sources)
     exec(compile(source, f"<rule {rule.file}:{rule.name}>", "exec"), ns)  # noqa: S102 - generated code
+    reads = frozenset(n.name for tree in trees.values() for n in t.walk(tree)
+                      if isinstance(n, t.Ident) and n.name in variables)
     return CompiledRule(rule.name, hook, rule.file, rule.line, hook.form, variables, rule.weight,
                         rule.description, rule.builtin, dict(rule.with_args), can_vector, rule.cost, source,
-                        ns.get("_make_scalar"), ns.get("_make_vector"), ns.get("_make_message"))
+                        ns.get("_make_scalar"), ns.get("_make_vector"), ns.get("_make_message"), reads)
 
 
 def _scalar_body(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocabulary,
