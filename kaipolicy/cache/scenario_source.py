@@ -104,8 +104,6 @@ def _queue(spec: dict[str, Any], parent: str | None) -> Queue:
         limit=_quantities(spec.get("limit"), -1.0),
         over_quota_weight=_quantities(spec.get("overQuotaWeight"), 1.0),
         created=int(spec.get("creationOrder", 0)),
-        preempt_min_runtime=spec.get("preemptMinRuntimeSeconds"),
-        reclaim_min_runtime=spec.get("reclaimMinRuntimeSeconds"),
     )
 
 
