@@ -274,6 +274,5 @@ def _settled(task: Task, deleted: bool) -> tuple[str, str, list[str]]:
         return Status.PENDING.value, "", list(task.gpu_groups)
     if s == Status.RELEASING and not deleted:
         return Status.PENDING.value, "", list(task.gpu_groups)
-    if s == Status.ALLOCATED:
-        return Status.RUNNING.value, task.node, list(task.gpu_groups)
-    return s.value, task.node if s in HOLDS_NODE else "", list(task.gpu_groups)
+    # every other state stays as it is, node included (a Pending pod may name a node)
+    return s.value, task.node or "", list(task.gpu_groups)

@@ -173,9 +173,9 @@ class Session:
         return (*self._key("podSetOrder", self._env(podSet=pod_set, job=job)), pod_set.name)
 
     def queue_key(self, queue: Queue, job: Job | None, victims: Sequence[Job] = ()) -> tuple[Any, ...]:
-        env = self._env(queue=queue, job=job)
-        if victims:
-            env["victims"] = victims
+        # pending orders judge a queue by its next job, victim orders by the victims already
+        # taken from it plus its next one (job is then None)
+        env = self._env(queue=queue, job=job, victims=list(victims))
         return (*self._key("queueOrder", env), queue.created, queue.uid)
 
     # ---- job-level gates -------------------------------------------------------------------------

@@ -64,8 +64,8 @@ TYPES = {
 }
 
 VARIABLES = {"task": "Task", "job": "Job", "node": "Node", "queue": "Queue", "podSet": "PodSet",
-             "subGroup": "SubGroup", "gpu": "Gpu", "victim": "Job", "cluster": "Cluster",
-             "scenario": "Scenario"}
+             "subGroup": "SubGroup", "gpu": "Gpu", "victim": "Job", "victims": "list<Job>",
+             "cluster": "Cluster", "scenario": "Scenario"}
 
 
 # ---- functions --------------------------------------------------------------------------------
@@ -183,8 +183,8 @@ def _np_over_quota(cluster: Session, job: Job) -> str:
     return capacity.job_non_preemptible_over_quota(cluster.shares, job, tasks) or ""
 
 
-def _queue_key(cluster: Session, queue: Queue, job: Job) -> list[Any]:
-    return cluster.queue_order_key(queue, job)
+def _queue_key(cluster: Session, queue: Queue, job: Job | None, victims: list[Job]) -> list[Any]:
+    return cluster.queue_order_key(queue, job, victims)
 
 
 def _needs_new_group(cluster: Session, task: Task, node: Node) -> bool:
@@ -251,7 +251,7 @@ FUNCTIONS = {f.name: f for f in (
        "Queue limit or non-preemptible quota exceeded by the job's next tasks; '' when not."),
     _f("capacity.nonPreemptibleOverQuota", ("Cluster", "Job"), "string", _np_over_quota, None,
        "A non-preemptible job's next tasks would exceed its queue's deserved quota; '' when not."),
-    _f("fairshare.queueOrderKey", ("Cluster", "Queue", "Job"), "list<dyn>", _queue_key, None,
+    _f("fairshare.queueOrderKey", ("Cluster", "Queue", "Job", "list<Job>"), "list<dyn>", _queue_key, None,
        "The proportion plugin's queue order as a sortable key."),
     _f("gpu.needsNewGroup", ("Cluster", "Task", "Node"), "bool", _needs_new_group, _over_nodes(_needs_new_group),
        "Placing this shared task on the node would open a new GPU group (it needs a reservation pod slot)."),

@@ -212,13 +212,15 @@ class World:
             for job in jobs:
                 for pod_set in job.pod_sets.values():
                     yield {"job": job, "podSet": pod_set}
-        elif names == ("queue", "job"):
+        elif names == ("queue", "job", "victims"):
             for queue in queues:
+                mine = [j for j in jobs if j.queue == queue.name]
                 if queue.is_leaf:
-                    yield {"queue": queue, "job": None}
-                for job in jobs:
-                    if job.queue == queue.name:
-                        yield {"queue": queue, "job": job}
+                    yield {"queue": queue, "job": None, "victims": []}
+                    if mine:   # a victim order: the jobs already taken from the queue, no pending job
+                        yield {"queue": queue, "job": None, "victims": mine}
+                for job in mine:
+                    yield {"queue": queue, "job": job, "victims": []}
         elif names == ("job", "queue"):
             for job in jobs:
                 yield {"job": job, "queue": self.cluster.queues[job.queue]}
@@ -294,9 +296,16 @@ class Oracle:
         return True, normalise(result)
 
     def _wrap(self, spec: FunctionSpec) -> Callable[..., Any]:
+        def back(a: Any) -> Any:
+            """The model object a CEL value was made from (lists element by element)."""
+            if id(a) in self.objects:
+                return self.objects[id(a)]
+            if isinstance(a, celtypes.ListType):
+                return [back(v) for v in a]
+            return normalise(a)
+
         def call(*args: Any) -> Any:
-            plain = [self.objects[id(a)] if id(a) in self.objects else normalise(a) for a in args]
-            return _plain_to_cel(spec.impl(*plain), spec.result)
+            return _plain_to_cel(spec.impl(*[back(a) for a in args]), spec.result)
         return call
 
 

@@ -426,8 +426,8 @@ def test_a_queue_below_its_deserved_share_goes_before_a_queue_above_it() -> None
     w = _quota_world()
     rule = w.rule("proportion", "fair-share-order")
     q = w.cluster.queues
-    under = rule.scalar(q["under"], w.job("next-under"))
-    over = rule.scalar(q["over"], w.job("next-over"))
+    under = rule.scalar(q["under"], w.job("next-under"), [])
+    over = rule.scalar(q["over"], w.job("next-over"), [])
     # [over fair share in every resource, not starved (over deserved with the job), -priority, ...]
     assert under[:2] == [0, 0] and over[:2] == [0, 1]
     assert under < over
