@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,19 @@ def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, 
     return ssn
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Building a snapshot and running a cycle allocate many short-lived objects; the cyclic
+    collector's pauses in the middle cost more than collecting once afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 @dataclass
 class CycleResult:
     session: Session
@@ -115,11 +129,7 @@ def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, aud
     for name in config.actions:
         if name not in ACTIONS:
             raise NotImplementedAction(f"action {name!r} cannot run: {NOT_YET.get(name, 'unknown action')}")
-    # A cycle allocates many short-lived objects; the cyclic collector's pauses in the middle of
-    # it cost more than collecting once afterwards.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         ssn = open_session(cluster, config, bundle, audit, vectorize)
         timings: dict[str, float] = {}
         for name in config.actions:
@@ -127,7 +137,4 @@ def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, aud
             ACTIONS[name](ssn)
             timings[name] = time.perf_counter() - t0
         ssn.action = ""
-    finally:
-        if was_enabled:
-            gc.enable()
     return CycleResult(ssn, time.perf_counter() - start, timings)

@@ -12,7 +12,7 @@ from typing import Any
 
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
-from kaipolicy.cycle import run_cycle
+from kaipolicy.cycle import paused_gc, run_cycle
 from kaipolicy.errors import ConfigError, RuleError, ScenarioError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
@@ -41,13 +41,15 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
     per_cycle: list[dict[str, int]] = []
     evictions: list[tuple[int, EvictionRecord]] = []
     seconds: list[float] = []
-    cluster = scenario.snapshot()
+    with paused_gc():
+        cluster = scenario.snapshot()
     result = None
     for i in range(scenario.cycles):
         if i > 0:
             scenario.settle(cluster)
             scenario.now += 1.0
-            cluster = scenario.snapshot()
+            with paused_gc():
+                cluster = scenario.snapshot()
         audit.cycle = i + 1
         audit.bundle_hash = getattr(bundle, "hash", "")
         try:
