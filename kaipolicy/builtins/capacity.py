@@ -11,7 +11,7 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES, UNLIMITED
 from kaipolicy.api.task import Task
-from kaipolicy.builtins.fairshare import QueueShare, Shares, Vec, less_equal, vec
+from kaipolicy.builtins.fairshare import QueueShare, Share, Shares, Vec, less_equal, vec
 
 _UNITS = {"gpu": ("GPUs", 1.0, "GPUs"), "cpu": ("CPU cores", 1000.0, "cores"), "memory": ("memory", 1e9, "GB")}
 
@@ -21,35 +21,42 @@ def _h(x: float, div: float) -> str:
     return f"{v:g}" if v == int(v) else f"{v:.3g}"
 
 
-def over_limit(shares: Shares, queue_uid: str, requested: Vec) -> str | None:
+def _first_exceeded(shares: Shares, queue_uid: str, requested: Vec, cap: str,
+                    used: str) -> tuple[QueueShare, str, Share] | None:
+    """The first queue up the tree, and resource, where `used` + the request passes `cap`."""
     for qs in shares.path(queue_uid):
         for r in RESOURCES:
             sh = qs.shares[r]
-            if sh.max_allowed == UNLIMITED or not requested.get(r):
+            limit = getattr(sh, cap)
+            if limit == UNLIMITED or not requested.get(r):
                 continue
-            if sh.max_allowed < sh.allocated + requested[r]:
-                name, div, unit = _UNITS[r]
-                return (f"{qs.queue.name} quota has reached the allowable limit of {name}. "
-                        f"Limit is {_h(sh.max_allowed, div)} {unit}, currently {_h(sh.allocated, div)} {unit} "
-                        f"allocated and workload requested {_h(requested[r], div)} {unit}")
+            if limit < getattr(sh, used) + requested[r]:
+                return qs, r, sh
     return None
+
+
+def over_limit(shares: Shares, queue_uid: str, requested: Vec) -> str | None:
+    hit = _first_exceeded(shares, queue_uid, requested, "max_allowed", "allocated")
+    if hit is None:
+        return None
+    qs, r, sh = hit
+    name, div, unit = _UNITS[r]
+    return (f"{qs.queue.name} quota has reached the allowable limit of {name}. "
+            f"Limit is {_h(sh.max_allowed, div)} {unit}, currently {_h(sh.allocated, div)} {unit} "
+            f"allocated and workload requested {_h(requested[r], div)} {unit}")
 
 
 def non_preemptible_over_quota(shares: Shares, queue_uid: str, preemptible: bool, requested: Vec) -> str | None:
-    if preemptible:
+    hit = None if preemptible else _first_exceeded(shares, queue_uid, requested, "deserved",
+                                                    "allocated_non_preemptible")
+    if hit is None:
         return None
-    for qs in shares.path(queue_uid):
-        for r in RESOURCES:
-            sh = qs.shares[r]
-            if sh.deserved == UNLIMITED or not requested.get(r):
-                continue
-            if sh.deserved < sh.allocated_non_preemptible + requested[r]:
-                _, div, unit = _UNITS[r]
-                return (f"Non-preemptible workload is over quota. Workload requested {_h(requested[r], div)} "
-                        f"{unit}, but {qs.queue.name} quota is {_h(sh.deserved, div)} {unit}, while "
-                        f"{_h(sh.allocated_non_preemptible, div)} {unit} are already allocated for "
-                        "non-preemptible pods. Use a preemptible workload to go over quota.")
-    return None
+    qs, r, sh = hit
+    _, div, unit = _UNITS[r]
+    return (f"Non-preemptible workload is over quota. Workload requested {_h(requested[r], div)} "
+            f"{unit}, but {qs.queue.name} quota is {_h(sh.deserved, div)} {unit}, while "
+            f"{_h(sh.allocated_non_preemptible, div)} {unit} are already allocated for "
+            "non-preemptible pods. Use a preemptible workload to go over quota.")
 
 
 class Dominance:

@@ -142,30 +142,26 @@ def _not_bool(value: Any) -> Any:
     raise TypeError(f"no such overload: {kind(value)} used as a bool")
 
 
-def all_(items: Iterable[Any], pred: Callable[[Any], Any]) -> bool:
+def _quantify(items: Iterable[Any], pred: Callable[[Any], Any], decisive: bool) -> bool:
+    """`decisive` as soon as one item gives it; an error counts only if none does (CEL)."""
     error: Exception | None = None
     for item in items:
         try:
-            if pred(item) is False:
-                return False
+            if pred(item) is decisive:
+                return bool(decisive)
         except Exception as err:  # noqa: BLE001 - CEL absorbs one branch's error if another decides
             error = error or err
     if error is not None:
         raise error
-    return True
+    return not decisive
+
+
+def all_(items: Iterable[Any], pred: Callable[[Any], Any]) -> bool:
+    return _quantify(items, pred, False)
 
 
 def exists(items: Iterable[Any], pred: Callable[[Any], Any]) -> bool:
-    error: Exception | None = None
-    for item in items:
-        try:
-            if pred(item) is True:
-                return True
-        except Exception as err:  # noqa: BLE001 - CEL absorbs one branch's error if another decides
-            error = error or err
-    if error is not None:
-        raise error
-    return False
+    return _quantify(items, pred, True)
 
 
 def exists_one(items: Iterable[Any], pred: Callable[[Any], Any]) -> bool:
