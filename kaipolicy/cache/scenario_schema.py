@@ -11,15 +11,15 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, cast
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from kaipolicy.errors import ScenarioError
+from kaipolicy.paths import data_dir
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "scenario.schema.json"
+SCHEMA_PATH = data_dir("schemas") / "scenario.schema.json"
 
 #: Task states that hold a node and therefore must name one.
 NODE_HOLDING_STATES = frozenset({"Running", "Releasing", "Pipelined", "Binding", "Bound", "Allocated"})

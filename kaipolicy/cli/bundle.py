@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from kaipolicy.errors import ConfigError
+from kaipolicy.paths import data_dir
 
 
 def default_policies() -> Path:
     env = os.environ.get("KAIPOLICY_POLICIES")
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parents[2] / "policies"
+    here = data_dir("policies")
     if here.is_dir():
         return here
     raise ConfigError("cannot find the default rule bundle: set KAIPOLICY_POLICIES or pass --policies DIR")

@@ -12,17 +12,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, cast
 
 import jsonschema
 
 from kaipolicy.framework.hooks import BY_NAME, Form, HookKind
+from kaipolicy.paths import data_dir
 from kaipolicy.rules.arguments import Argument, check_value, coerce
 from kaipolicy.rules.diagnostics import Diagnostic
 from kaipolicy.rules.source import KeyPath, SourceFile
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "rulefile.schema.json"
+SCHEMA_PATH = data_dir("schemas") / "rulefile.schema.json"
 FORM_KEYS: dict[Form, str] = {f: f.value for f in Form}
 _EXTRA_KEYS: dict[str, Form] = {"message": Form.DENY, "weight": Form.SCORE, "with": Form.BUILTIN}
 
