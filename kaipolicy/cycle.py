@@ -50,6 +50,7 @@ class SessionRule:
         "builtin",
         "file",
         "hook_name",
+        "label",
         "line",
         "message",
         "name",
@@ -67,6 +68,7 @@ class SessionRule:
         rule = bound.rule
         self.name = rule.name
         self.plugin = plugin
+        self.label = f"{plugin}/{rule.name}"
         self.file = rule.file
         self.line = rule.line
         self.weight = float(rule.weight)

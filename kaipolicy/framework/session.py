@@ -40,6 +40,7 @@ class Rule(Protocol):
     with_args: dict[str, Any]
     variables: tuple[str, ...]
     reads: frozenset[str]          # the variables its expressions name
+    label: str                     # "plugin/rule", as audit records and outcomes name it
 
     @property
     def hook_name(self) -> str: ...
@@ -130,6 +131,17 @@ class Session:
         try:
             fn = rule.vector if vector else rule.scalar
             return fn(*self._args(rule, env))
+        except Exception as e:  # noqa: BLE001 - a failing rule is an error outcome, never allow/deny
+            out = Outcome(Code.ERROR, f"{rule.plugin}/{rule.name}", f"{type(e).__name__}: {e}")
+            self.errors.append(out)
+            self.audit.rule_error(out)
+            return _ERROR
+
+    def _node_call(self, rule: Rule, task: Task, job: Job, node: Any, vector: bool) -> Any:
+        """_eval for the node-level hooks, whose variables are always (task, job, node): the hot
+        path calls the rule directly instead of going through an environment dict."""
+        try:
+            return (rule.vector if vector else rule.scalar)(task, job, node)
         except Exception as e:  # noqa: BLE001 - a failing rule is an error outcome, never allow/deny
             out = Outcome(Code.ERROR, f"{rule.plugin}/{rule.name}", f"{type(e).__name__}: {e}")
             self.errors.append(out)
@@ -294,14 +306,13 @@ class Session:
 
     def predicate_on(self, task: Task, job: Job, node: Node) -> str | None:
         """The predicates on one node, scalar: None when all pass, else the first denial."""
-        env = self._env(task=task, job=job, node=node)
         for rule in self.hooks["predicate"]:
-            value = self._eval(rule, env)
+            value = self._node_call(rule, task, job, node, vector=False)
             if value is _ERROR:
                 return self.errors[-1].message
             if value:
-                msg = rule.message(*self._args(rule, env))
-                return msg or f"node {node.name} rejected by {rule.plugin}/{rule.name}"
+                msg = rule.message(task, job, node)
+                return msg or f"node {node.name} rejected by {rule.label}"
         return None
 
     def _node_values(self, rule: Rule, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector,
@@ -309,7 +320,7 @@ class Session:
         """Evaluate a node-level rule for nodes[idx]: vectorised when it can be."""
         if rule.vectorizable and self.vectorize:
             sub = view if len(idx) == len(nodes) else self.table.view([nodes[i] for i in idx])
-            value = self._eval(rule, self._env(task=task, job=job, node=sub), vector=True)
+            value = self._node_call(rule, task, job, sub, vector=True)
             if value is _ERROR:
                 return np.ones(len(idx), dtype=bool) if rule.hook_name == "predicate" else None
             if value is None:
@@ -318,7 +329,7 @@ class Session:
             return arr if arr.shape == (len(idx),) else np.broadcast_to(arr, (len(idx),))
         values = []
         for i in idx:
-            v = self._eval(rule, self._env(task=task, job=job, node=nodes[i]))
+            v = self._node_call(rule, task, job, nodes[i], vector=False)
             if v is _ERROR:
                 v = rule.hook_name == "predicate"
             values.append(0 if v is None else v)
@@ -340,7 +351,7 @@ class Session:
             if values is not None:
                 weighted = rule.weight * values.astype(np.float64)
                 total = total + weighted
-                parts[f"{rule.plugin}/{rule.name}"] = weighted
+                parts[rule.label] = weighted
         self.last_scores = (nodes, parts)
         return total
 
