@@ -15,7 +15,7 @@ from kaipolicy.actions.preempt import has_live_pod
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, Scenario, feasible_nodes
 from kaipolicy.api.job import Job
-from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
+from kaipolicy.api.task import Status, Task
 from kaipolicy.framework.outcome import OK, Code, Outcome
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
@@ -76,7 +76,7 @@ def _attempt(ssn: Session, job: Job) -> tuple[bool, Statement | None, list[Task]
                 continue
             if cap > 0 and len(out) > cap:
                 continue
-            if not any(t.status in ACTIVE_ALLOCATED for t in v.tasks.values()):
+            if not any(ssn.evictable(t) for t in v.tasks.values()):
                 continue
             out.append(v)
         return out

@@ -78,8 +78,8 @@ class JobsByQueue:
 
     def push(self, job: Job) -> None:
         queue = self.ssn.cluster.queues[job.queue]
-        if not queue.is_leaf:
-            return
+        if not queue.is_leaf or self.depth == 0:
+            return   # a depth of 0 lets no job of the queue through, as the reference's capped heap
         self._job_keys[job.uid] = self.key_of(job)
         leaf = self.nodes.get(queue.uid)
         new = leaf is None

@@ -12,7 +12,7 @@ from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, feasible_nodes
 from kaipolicy.api.job import Job
-from kaipolicy.api.task import ACTIVE_ALLOCATED, ALIVE, Task
+from kaipolicy.api.task import ALIVE, Task
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import tasks_to_allocate
@@ -41,7 +41,7 @@ def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None
     def victims() -> list[Job]:
         return [v for v in ssn.cluster.jobs.values()
                 if v.queue == job.queue and v.uid != job.uid and v.preemptible and v.priority < job.priority
-                and any(t.status in ACTIVE_ALLOCATED for t in v.tasks.values())
+                and any(ssn.evictable(t) for t in v.tasks.values())
                 and has_live_pod(ssn, v) and ssn.preempt_victim_filter(job, v).ok]
 
     solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job), victims,

@@ -13,7 +13,7 @@ from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, feasible_nodes
 from kaipolicy.api.job import Job
-from kaipolicy.api.task import ACTIVE_ALLOCATED, Task
+from kaipolicy.api.task import Task
 from kaipolicy.builtins.reclaimable import snapshot
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
@@ -38,7 +38,7 @@ def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None
     def victims() -> list[Job]:
         return [v for v in ssn.cluster.jobs.values()
                 if v.queue != job.queue and v.preemptible
-                and any(t.status in ACTIVE_ALLOCATED for t in v.tasks.values())
+                and any(ssn.evictable(t) for t in v.tasks.values())
                 and ssn.reclaim_victim_filter(job, v).ok]
 
     solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job), victims,

@@ -7,7 +7,7 @@ The stale clock starts the first cycle a job is seen stale and is cleared when i
 from __future__ import annotations
 
 from kaipolicy.api.job import DEFAULT_SUB_GROUP, Job
-from kaipolicy.api.task import ACTIVE_ALLOCATED, Task
+from kaipolicy.api.task import Task
 from kaipolicy.framework.session import Session
 
 ACTION = "stalegangeviction"
@@ -25,7 +25,7 @@ def stalegangeviction(ssn: Session) -> None:
             job.stale_since = now
         if grace < 0 or now - job.stale_since < grace:
             continue
-        victims = [t for t in job.tasks.values() if t.status in ACTIVE_ALLOCATED]
+        victims = [t for t in job.tasks.values() if ssn.evictable(t)]
         stmt = ssn.statement()
         for task in sorted(victims, key=lambda t: t.order):
             stmt.evict(task, gang_eviction_message(task, job), {

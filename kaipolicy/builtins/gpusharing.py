@@ -40,9 +40,14 @@ def choose_groups(node: Node, task: Task, fitting: list[str], pipeline_only: boo
     """`mint` names a new group for a whole device; new names must not read as numbers."""
     groups: list[str] = []
     releasing = False
+    idle_devices = int(node.idle.gpus + 1e-9)
     for g in fitting:
         if g == WHOLE_GPU:
-            releasing = releasing or pipeline_only or not node.fits_idle(task)
+            # A new group takes a whole device: only an idle one can be used now. (The reference
+            # asks only whether the task fits the node's idle resources, which an existing
+            # group's room can satisfy, and so binds onto a device still being released.)
+            releasing = releasing or pipeline_only or not node.fits_idle(task) or idle_devices < 1
+            idle_devices -= 1
             groups.append(mint())
         else:
             releasing = releasing or not node.fits_idle_on_group(task.request, g) or not node.fits_idle(task)

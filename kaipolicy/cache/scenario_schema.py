@@ -323,6 +323,7 @@ def _check_job(
     task_names: dict[str, str],
 ) -> None:
     jname = job["name"]
+    _check_gpus(job.get("perTask"), f"{jwhere}.perTask")
     if job["queue"] not in queue_names:
         raise _Problem(f"{jwhere}.queue", f"unknown queue {job['queue']!r} ({_declared(queue_names)})")
     _check_topology(job.get("topologyConstraint"), f"{jwhere}.topologyConstraint", topo_levels)
@@ -369,6 +370,7 @@ def _check_task(
 ) -> None:
     state = task["state"]
     node = task.get("node")
+    _check_gpus(task.get("resources"), f"{twhere}.resources")
     if node is None and state in NODE_HOLDING_STATES:
         raise _Problem(twhere, f"a {state} task must name its 'node'")
     if node is not None and node not in node_names:
@@ -388,3 +390,11 @@ def _check_task(
                        f"subgroup {sub!r} has no minAvailable: it only groups other subgroups "
                        "and cannot hold tasks")
 
+
+
+def _check_gpus(resources: dict[str, Any] | None, where: str) -> None:
+    """GPU portions are counted in hundredths (as the reference does): a smaller non-zero
+    fraction would round to an empty GPU share."""
+    gpus = (resources or {}).get("gpus")
+    if isinstance(gpus, (int, float)) and 0 < gpus < 0.01:
+        raise _Problem(f"{where}.gpus", f"expected 0 or at least 0.01 GPUs (hundredths), got {gpus}")

@@ -16,7 +16,7 @@ from kaipolicy.api.job import Job, PodSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.snapshot import ClusterInfo
-from kaipolicy.api.task import Status, Task
+from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
 from kaipolicy.builtins import capacity, fairshare
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import SchedulerConfig
@@ -67,6 +67,7 @@ class Session:
         self.table = NodeTable(self.node_list)
         self.binds: list[BindRecord] = []
         self.evictions: list[EvictionRecord] = []
+        self.evicted: set[str] = set()          # uids of pods whose eviction was committed
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
@@ -116,7 +117,13 @@ class Session:
         self.binds.append(BindRecord(task.job, task.name, task.namespace, task.node, list(task.gpu_groups),
                                      task.request.gpus, self.action))
 
+    def evictable(self, task: Task) -> bool:
+        """Active and not already evicted in this session: a victim that was evicted and placed
+        again (moved) is not taken a second time."""
+        return task.status in ACTIVE_ALLOCATED and task.uid not in self.evicted
+
     def record_eviction(self, task: Task, message: str, reason: dict[str, str]) -> None:
+        self.evicted.add(task.uid)
         self.evictions.append(EvictionRecord(task.job, task.name, task.namespace, task.node, self.action,
                                              message, reason))
 

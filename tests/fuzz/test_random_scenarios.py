@@ -19,13 +19,11 @@ from tests.fuzz.properties import check
 SEEDS = range(480)
 BLOCK = 40
 
-#: Seeds in SEEDS that fail because of an engine bug, with the failure class. None do today;
-#: these beyond it do (generator as committed):
-#:   pod evicted twice in a cycle (a moved victim, re-pipelined, is chosen as a victim again):
-#:     1387 2070 2448 2776 3554 3887 21361 21906 23187 25254 25961
-#:   crash IndexError in actions/ordering.py _node_key (queueDepthPerAction 0): 22161 23299
-#:   node over capacity: GPU devices (gpuspread opens a group on a releasing GPU as Allocated): 20713
-#:   node over capacity: GPU devices (fraction below 0.01 GPU, zero-size groups): 1990
+#: Seeds in SEEDS that fail because of an engine bug, with the failure class. None do today.
+#: Earlier failing seeds (generator as committed), all fixed, with regression tests in
+#: tests/unit/actions/test_regressions.py: moved victims evicted again (1387 2070 2448 2776 3554
+#: 3887 21361 21906 23187 25254 25961), queueDepthPerAction 0 crash (22161 23299), a new shared
+#: group bound on a releasing device (20713), fractions below 0.01 GPU (1990, now refused).
 KNOWN: dict[int, str] = {}
 
 

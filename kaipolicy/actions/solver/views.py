@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
-from kaipolicy.api.task import ACTIVE_ALLOCATED, Task
+from kaipolicy.api.task import Task
 from kaipolicy.framework.session import Session
 
 
@@ -59,11 +59,11 @@ def tasks_to_evict(ssn: Session, job: Job) -> tuple[list[Task], bool]:
     max_sets = 1 if above else len(sets)
     out: list[Task] = []
     for ps in sets[:max_sets]:
-        running = [t for t in ps.tasks.values() if t.status in ACTIVE_ALLOCATED]
+        running = [t for t in ps.tasks.values() if ssn.evictable(t)]
         running.sort(key=lambda t: ssn.task_key(t, job), reverse=True)
         n = 1 if len(running) > ps.min_available else len(running)
         out.extend(running[:n])
-    return out, len(out) < job.active_allocated
+    return out, len(out) < sum(1 for t in job.tasks.values() if ssn.evictable(t))
 
 
 def feasible_nodes(nodes: Sequence[Node], job: Job) -> list[Node]:

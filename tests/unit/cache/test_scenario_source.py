@@ -58,3 +58,8 @@ def test_the_default_department_holds_queues_without_a_parent() -> None:
 def test_task_priority_becomes_the_task_priority_label() -> None:
     scn = scenario([node("n0")], [job("j", tasks=[{"state": "Pending", "priority": 7}])])
     assert scn.snapshot().jobs["j"].tasks["j-0"].labels["kai.scheduler/task-priority"] == "7"
+
+
+def test_a_gpu_fraction_below_one_hundredth_is_refused() -> None:
+    with pytest.raises(ScenarioError, match=r"jobs\[j\].perTask.gpus: expected 0 or at least 0.01"):
+        scenario([node("n0")], [job("j", perTask={"gpus": 0.001, "cpuMillis": 1, "memoryBytes": 1})])
