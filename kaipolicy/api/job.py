@@ -104,9 +104,6 @@ class Job(CountsTasks):
         self.tasks[task.uid] = task
         self.pod_sets[task.sub_group].tasks[task.uid] = task
 
-    def tasks_in(self, status: Status) -> list[Task]:
-        return [t for t in self.tasks.values() if t.status == status]
-
     @property
     def has_pending(self) -> bool:
         return any(t.status == Status.PENDING for t in self.tasks.values())

@@ -69,7 +69,6 @@ class Node:
     shared_allocated: dict[str, int] = field(default_factory=dict)
     shared_marked_releasing: set[str] = field(default_factory=set)
     legacy_mig_tasks: set[str] = field(default_factory=set)
-    version: int = 0                       # bumped on every change (caches key on it)
 
     def __post_init__(self) -> None:
         self.idle = self.allocatable.clone()
@@ -263,7 +262,6 @@ class Node:
         if task.legacy_mig:
             self.legacy_mig_tasks.add(task.uid)
         self._track(task, +1)
-        self.version += 1
 
     def remove_task(self, task: Task) -> None:
         stored = self.tasks.pop(task.key, None)
@@ -271,7 +269,6 @@ class Node:
             raise ValueError(f"task {task.key} is not on node {self.name}")
         self.legacy_mig_tasks.discard(stored.uid)
         self._track(stored, -1)
-        self.version += 1
 
     def snapshot(self) -> NodeState:
         """Everything tasks change on the node, to restore exactly on rollback."""
@@ -282,7 +279,6 @@ class Node:
     def restore(self, snap: NodeState) -> None:
         (self.idle, self.used, self.releasing, self.tasks, self.shared_used, self.shared_releasing,
          self.shared_allocated, self.shared_marked_releasing, self.legacy_mig_tasks) = snap
-        self.version += 1
 
     def update_task(self, task: Task) -> None:
         self.remove_task(task)

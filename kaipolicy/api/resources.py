@@ -6,7 +6,6 @@ in MiB, CPU in millicores, memory in bytes. MIG slices are named counts (`nvidia
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from enum import Enum
@@ -136,7 +135,3 @@ class Resources:
             if self.mig.get(name, 0) < n:
                 return False
         return True
-
-
-def ceil_hundredths(x: float) -> float:
-    return math.ceil(round(x * 100, 6)) / 100

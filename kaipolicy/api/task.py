@@ -68,10 +68,6 @@ class Task:
         return f"{self.namespace}/{self.name}"
 
     @property
-    def is_shared_request(self) -> bool:
-        return self.request.is_shared
-
-    @property
     def is_shared_allocation(self) -> bool:
         return self.accepted is not None and self.accepted.is_shared
 

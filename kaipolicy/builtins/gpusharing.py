@@ -15,10 +15,6 @@ from kaipolicy.api.node import Node
 from kaipolicy.api.task import WHOLE_GPU, Task
 
 
-def is_new_group(group: str) -> bool:
-    return not group.lstrip("-").isdigit()
-
-
 def fitting_gpus(node: Node, task: Task, score: Callable[[str], float]) -> list[str]:
     candidates = [g for g in node.shared_used if node.fits_on_group(task.request, g)]
     whole = int(node.idle.gpus + 1e-9) + int(node.releasing.gpus + 1e-9)
@@ -55,14 +51,6 @@ def choose_groups(node: Node, task: Task, fitting: list[str], pipeline_only: boo
         if len(groups) == task.request.count:
             return SharedChoice(groups, releasing)
     return None
-
-
-def gpu_pack_score(node: Node, group: str) -> float:
-    return 0.0 if group == WHOLE_GPU else node.used_gpu_portion(group)
-
-
-def gpu_spread_score(node: Node, group: str) -> float:
-    return 1.0 if group == WHOLE_GPU else 1.0 - node.used_gpu_portion(group)
 
 
 def needs_new_group(node: Node, task: Task, score: Callable[[str], float]) -> bool:

@@ -376,9 +376,6 @@ class Session:
         # table rows are in name order, so a node's row is its rank by name
         return np.lexsort((self.table.view(nodes).index, -scores))
 
-    def ordered_nodes(self, task: Task, job: Job, nodes: Sequence[Node]) -> list[Node]:
-        return [nodes[i] for i in self.node_order(task, job, nodes)]
-
     def gpu_score(self, task: Task, node: Node, group: str) -> float:
         total = 0.0
         for rule in self.hooks["gpuOrder"]:

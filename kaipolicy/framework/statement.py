@@ -190,15 +190,13 @@ class Statement:
     # ---- commit -------------------------------------------------------------------------------
     def commit(self) -> None:
         ssn = self.session
-        evicted: set[int] = set()
         for op in self.operations:
             if not op.valid or op.kind == "unevict":
                 continue
             if op.kind == "evict":
                 # A pod evicted twice in one statement (the solver re-evicts an elastic victim's
                 # recorded pods with its next ones, as the reference does) is one eviction.
-                if id(op.task) not in evicted:
-                    evicted.add(id(op.task))
+                if op.task.uid not in ssn.evicted:
                     ssn.record_eviction(op.task, op.message, op.reason)
                 op.task.is_virtual = False
             elif op.kind == "allocate":

@@ -19,7 +19,6 @@ from kaipolicy.actions.solver.filters import build_filters
 from kaipolicy.actions.solver.scenario import Scenario
 from kaipolicy.actions.solver.views import clone_with_tasks, tasks_to_evict
 from kaipolicy.api.job import Job
-from kaipolicy.api.node import Node
 from kaipolicy.framework.session import Session
 
 KeyMemo = dict[tuple[str, frozenset[str] | None], tuple[Any, ...]]
@@ -157,7 +156,3 @@ class ScenarioBuilder:
             self.queue.push(clone_with_tasks(view, [t for t in view.tasks.values() if t.uid not in taken]))
         self.scenario.add_potential(view, tasks)
         return True
-
-
-def node_map(nodes: Iterable[Node]) -> dict[str, Node]:
-    return {n.name: n for n in nodes}

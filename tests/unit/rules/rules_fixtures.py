@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from celpy import celtypes
 
 from kaipolicy.rules.vocabulary import FunctionSpec, Vocabulary, type_spec
 
@@ -71,3 +73,38 @@ def make_vocabulary() -> Vocabulary:
 
 def _explode(_: Any) -> Any:
     raise RuntimeError("boom")
+
+
+# ---- comparing celpy's answers with ours ----------------------------------------------------------
+def normalise(value: Any) -> Any:
+    """celpy (and numpy) values as plain Python values; BoolType subclasses int, so it goes first."""
+    if isinstance(value, (celtypes.BoolType, bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [normalise(v) for v in value]
+    if isinstance(value, dict):
+        return {normalise(k): normalise(v) for k, v in value.items()}
+    return value
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal values of the same Python type (so 1, 1.0 and True differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return bool(a == b)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import celpy
 import pytest
 import yaml
-from celpy import celtypes
+from rules_fixtures import normalise, same
 
 from kaipolicy.errors import RuleError
 from kaipolicy.rules import EvalError
@@ -27,36 +26,7 @@ def load_cases() -> list[Any]:
     return params
 
 
-def normalise(value: Any) -> Any:
-    """celpy values as plain Python values (bool before int: BoolType subclasses int)."""
-    if isinstance(value, (celtypes.BoolType, bool)):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, bytes):
-        return bytes(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, list):
-        return [normalise(v) for v in value]
-    if isinstance(value, dict):
-        return {normalise(k): normalise(v) for k, v in value.items()}
-    return value
 
-
-def same(a: Any, b: Any) -> bool:
-    """Equal values of the same Python type (so 1, 1.0 and True differ)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    return bool(a == b)
 
 
 def celpy_result(expr: str, variables: dict[str, Any]) -> tuple[bool, Any]:

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import yaml
 from celpy import celtypes
+from rules_fixtures import normalise, same
 
 from kaipolicy.actions.solver.scenario import Scenario
 from kaipolicy.actions.solver.views import partial_job
@@ -356,36 +357,6 @@ def _dyn_to_cel(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return celtypes.ListType([_dyn_to_cel(v) for v in value])
     return value
-
-
-def normalise(value: Any) -> Any:
-    """celpy (and numpy) values as plain Python values; BoolType subclasses int, so it goes first."""
-    if isinstance(value, (celtypes.BoolType, bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return [normalise(v) for v in value]
-    if isinstance(value, dict):
-        return {normalise(k): normalise(v) for k, v in value.items()}
-    return value
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal values of the same Python type (so 1, 1.0 and True differ)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    return bool(a == b)
 
 
 # ---- the rules ---------------------------------------------------------------------------------
