@@ -166,7 +166,7 @@ def _scalar_body(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
     return guard, body, emitter.metered
 
 
-_RESULT_CHECKS = {"when": "_bool", "deny": "_bool", "allow": "_bool", "score": "_number", "message": "_string"}
+_RESULT_CHECKS = {"when": "_cond", "deny": "_cond", "allow": "_cond", "score": "_number", "message": "_string"}
 
 
 def _checked(key: str, tree: t.Expr, code: str) -> str:
@@ -206,13 +206,14 @@ def _vector_function(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: V
     """Per-node arrays in, one array out; a scalar guard that is false still means None."""
     emitter = VectorEmitter(vocabulary, types, ns, {})
     form = rule.hook.form
-    body = emitter.emit(trees[BODY_KEYS[form]])
+    key = BODY_KEYS[form]
+    body = _checked(key, trees[key], emitter.emit(trees[key]))
     guard_tree = trees.get("when")
     guard: str | None = None
     if guard_tree is not None and guard_tree.vector:
         body = f"_np.where({emitter.emit(guard_tree)}, {body}, {NEUTRAL[form]})"
     elif guard_tree is not None:
-        guard = emitter.emit(guard_tree)
+        guard = _checked("when", guard_tree, emitter.emit(guard_tree))
     count = f"len(v_{vector_names[0]})"
     # numpy follows IEEE for doubles (x/0.0 = inf) as CEL does, so its warnings are silenced
     return _function("_make_vector", params, guard, f"_vres({body}, _n)", emitter.metered, prelude=f"_n = {count}",

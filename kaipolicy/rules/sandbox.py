@@ -57,7 +57,7 @@ def select(value: Any, name: str, fields: Fields) -> Any:
         return value[name]
     attr = fields.get(type(value), {}).get(name)
     if attr is None:
-        raise TypeError(f"no such field {name!r} on a {cel_kind(value, fields)} value")
+        raise TypeError(f"no such field {name!r} on a value of type {cel_kind(value, fields)}")
     return getattr(value, attr)
 
 
@@ -67,7 +67,7 @@ def has(value: Any, name: str, fields: Fields) -> bool:
         return name in value
     declared = fields.get(type(value))
     if declared is None:
-        raise TypeError(f"has() does not apply to a {cel_kind(value)} value")
+        raise TypeError(f"has() does not apply to a value of type {cel_kind(value)}")
     attr = declared.get(name)
     return attr is not None and getattr(value, attr, None) is not None
 
@@ -100,14 +100,14 @@ def iterable(value: Any) -> Any:
     """A comprehension's range on a dyn value: a list, or a map's keys."""
     if isinstance(value, (list, dict)):
         return value
-    raise TypeError(f"a comprehension needs a list or a map, not a {cel_kind(value)}")
+    raise TypeError(f"a comprehension needs a list or a map, not a value of type {cel_kind(value)}")
 
 
 def text(value: Any) -> str:
     """A dyn operand of a string function."""
     if isinstance(value, str):
         return value
-    raise TypeError(f"no such overload: string function on a {cel_kind(value)}")
+    raise TypeError(f"no such overload: a string function on a value of type {cel_kind(value)}")
 
 
 def boolean(value: Any) -> bool:
@@ -117,18 +117,25 @@ def boolean(value: Any) -> bool:
     raise TypeError(f"no such overload: !{cel_kind(value)}")
 
 
+def condition(value: Any) -> bool:
+    """A dyn `when`, `deny` or `allow`: a bool, nothing else."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"a condition must be a bool, not a value of type {cel_kind(value)}")
+
+
 def number(value: Any) -> Any:
     """A dyn score: an int or a double, nothing else."""
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
         return value
-    raise TypeError(f"a score must be a number, not a {cel_kind(value)}")
+    raise TypeError(f"a score must be a number, not a value of type {cel_kind(value)}")
 
 
 def string(value: Any) -> str:
     """A dyn message or annotation: a string, nothing else."""
     if isinstance(value, str):
         return value
-    raise TypeError(f"a message must be a string, not a {cel_kind(value)}")
+    raise TypeError(f"a message must be a string, not a value of type {cel_kind(value)}")
 
 
 def key(value: Any) -> list[Any]:
@@ -138,7 +145,8 @@ def key(value: Any) -> list[Any]:
     for item in items:
         if not isinstance(item, _SCALARS) and (isinstance(item, (list, dict, tuple, np.ndarray))
                                                or not _has_own_order(type(item))):
-            raise TypeError(f"an order key holds bools, numbers, strings or bytes, not a {cel_kind(item)}")
+            raise TypeError(f"an order key holds bools, numbers, strings or bytes, not a value of type "
+                            f"{cel_kind(item)}")
     return items
 
 
@@ -148,5 +156,5 @@ def _has_own_order(cls: type) -> bool:
 
 SANDBOX_HELPERS: dict[str, Any] = {
     "_sel": select, "_has": has, "_idx": index, "_size": size, "_in": contains, "_iter": iterable,
-    "_str": text, "_bool": boolean, "_number": number, "_string": string, "_key": key,
+    "_str": text, "_bool": boolean, "_cond": condition, "_number": number, "_string": string, "_key": key,
 }
