@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from kaipolicy.cli.simulate import render_text
-from kaipolicy.framework.audit import Audit
 from kaipolicy.rules import Bundle, lint, load_bundle
 from kaipolicy.rules.standard import VOCABULARY
 from kaipolicy.simulate import simulate_file
