@@ -223,6 +223,8 @@ class Checker:
         finally:
             self._scopes.pop()
         node.vector = any(child.vector for child in node.children())
+        if node.vector:
+            self._novector(node, f"{node.macro}() over per-node values")
         if not assignable("bool", pred):
             self._fail("E305", node.pos, f"the predicate of {node.macro}() must be a bool, not {pred}")
         if node.macro in ("all", "exists", "exists_one"):
