@@ -7,21 +7,17 @@ from __future__ import annotations
 import math
 import os
 import random
-import sys
-from pathlib import Path
 from typing import Any
 
 import celpy
 import numpy as np
 import pytest
 from cel_expr_python import cel
+from rules_fixtures import Node, NodeArrays, Task, make_vocabulary, normalise, same  # tests/unit/rules
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "rules"))
-from rules_fixtures import Node, NodeArrays, Task, make_vocabulary, normalise, same  # noqa: E402
-
-from kaipolicy.errors import RuleError  # noqa: E402
-from kaipolicy.rules.expression import compile_text  # noqa: E402
-from tests.rules.generate import Generator  # noqa: E402
+from kaipolicy.errors import RuleError
+from kaipolicy.rules.expression import compile_text
+from tests.rules.generate import Generator
 
 COUNT = int(os.environ.get("KAIPOLICY_DIFFERENTIAL", "400"))
 BATCH = 100
