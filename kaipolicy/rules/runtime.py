@@ -20,7 +20,7 @@ from kaipolicy.rules.cost import Meter, OverBudget
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 UINT_MAX = 2**64 - 1
-REGEX_MAX_MEM = 8 << 20   # bytes RE2 may use for one compiled pattern; bigger programs are refused
+REGEX_MAX_MEM = 4 << 20   # bytes RE2 may use for one pattern (128 cached: at most 512 MiB in all)
 _NUMBERS = (int, float, np.integer, np.floating)
 
 
@@ -204,7 +204,7 @@ def _re2_options() -> re2.Options:
     return options
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=128)
 def regex(pattern: str) -> Any:
     """The compiled RE2 program of a pattern: linear time in the text, whatever the pattern."""
     try:
