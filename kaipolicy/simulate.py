@@ -16,7 +16,7 @@ from kaipolicy.cycle import paused_gc, run_cycle
 from kaipolicy.errors import ConfigError, RuleError, ScenarioError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
-from kaipolicy.framework.outcome import EvictionRecord
+from kaipolicy.framework.outcome import EvictionRecord, Outcome
 from kaipolicy.framework.session import Session
 
 
@@ -26,6 +26,7 @@ class SimulationResult:
     cluster: ClusterInfo
     per_cycle: list[dict[str, int]]
     evictions: list[tuple[int, EvictionRecord]]   # every cycle's, with its cycle number
+    rule_errors: list[tuple[int, Outcome]]         # every cycle's, with its cycle number
     last: Session
     audit: Audit
     seconds: list[float]
@@ -40,6 +41,7 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
     audit = audit or Audit()
     per_cycle: list[dict[str, int]] = []
     evictions: list[tuple[int, EvictionRecord]] = []
+    rule_errors: list[tuple[int, Outcome]] = []
     seconds: list[float] = []
     with paused_gc():
         cluster = scenario.snapshot()
@@ -58,11 +60,12 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
             raise ScenarioError(scenario.file, "config", str(e)) from e
         ssn = result.session
         evictions.extend((i + 1, e) for e in ssn.evictions)
+        rule_errors.extend((i + 1, e) for e in ssn.errors)
         per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
                           "pipelined": len(ssn.pipelines)})
         seconds.append(result.seconds)
     assert result is not None
-    return SimulationResult(scenario, cluster, per_cycle, evictions, result.session, audit, seconds)
+    return SimulationResult(scenario, cluster, per_cycle, evictions, rule_errors, result.session, audit, seconds)
 
 
 def simulate_file(path: str | Path, bundle: Any, vectorize: bool = True) -> SimulationResult:
@@ -95,6 +98,6 @@ def _report(res: SimulationResult) -> dict[str, Any]:
     return {"cycles": len(res.per_cycle), "tasks": tasks, "jobs": jobs, "binds": last["binds"],
             "evictions": last["evictions"], "pipelined": last["pipelined"], "perCycle": res.per_cycle,
             "nodes": nodes,
-            "ruleErrors": sorted({f"{e.rule}: {e.message}" for e in res.last.errors}),
+            "ruleErrors": sorted({f"{e.rule}: {e.message}" for _, e in res.rule_errors}),
             "evictionReasons": [{"cycle": c, "job": e.job, "task": e.task, "node": e.node, "action": e.action,
                                  "message": e.message, **e.reason} for c, e in res.evictions]}

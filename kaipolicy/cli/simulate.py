@@ -11,6 +11,8 @@ from kaipolicy.cli import bundle as bundles
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.simulate import simulate_file
 
+MAX_ERRORS_SHOWN = 20
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("simulate", help="run scenario files through the scheduler")
@@ -74,4 +76,11 @@ def render_text(path: str, report: dict[str, Any]) -> str:
     for e in report.get("evictionReasons", []):
         message = e["message"].replace("\n", "\n      ")
         lines.append(f"  cycle {e['cycle']}: evicted {e['task']} ({e['action']}, for {e.get('job', '?')}): {message}")
+    if report.get("ruleErrors"):
+        # a rule that failed is not a denial: say so, with the rule's file:line (in the message)
+        lines.append("  rule errors (rules that failed while evaluating; not denials):")
+        errors = report["ruleErrors"]
+        lines.extend(f"    {error}" for error in errors[:MAX_ERRORS_SHOWN])
+        if len(errors) > MAX_ERRORS_SHOWN:
+            lines.append(f"    ... and {len(errors) - MAX_ERRORS_SHOWN} more (--output json lists them all)")
     return "\n".join(lines)

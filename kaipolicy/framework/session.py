@@ -134,26 +134,40 @@ class Session:
     def _args(self, rule: Rule, env: dict[str, Any]) -> list[Any]:
         return [env[v] for v in rule.variables]
 
-    def _eval(self, rule: Rule, env: dict[str, Any], vector: bool = False) -> Any:
+    def _eval(self, rule: Rule, env: dict[str, Any]) -> Any:
         try:
-            fn = rule.vector if vector else rule.scalar
-            return fn(*self._args(rule, env))
+            return rule.scalar(*self._args(rule, env))
         except Exception as e:  # noqa: BLE001 - a failing rule is an error outcome, never allow/deny
-            out = Outcome(Code.ERROR, f"{rule.plugin}/{rule.name}", f"{type(e).__name__}: {e}")
-            self.errors.append(out)
-            self.audit.rule_error(out)
+            self.rule_error(rule, e)
             return _ERROR
 
-    def _node_call(self, rule: Rule, task: Task, job: Job, node: Any, vector: bool) -> Any:
+    def _node_call(self, rule: Rule, task: Task, job: Job, node: Node) -> Any:
         """_eval for the node-level hooks, whose variables are always (task, job, node): the hot
         path calls the rule directly instead of going through an environment dict."""
         try:
-            return (rule.vector if vector else rule.scalar)(task, job, node)
+            return rule.scalar(task, job, node)
         except Exception as e:  # noqa: BLE001 - a failing rule is an error outcome, never allow/deny
-            out = Outcome(Code.ERROR, f"{rule.plugin}/{rule.name}", f"{type(e).__name__}: {e}")
-            self.errors.append(out)
-            self.audit.rule_error(out)
+            self.rule_error(rule, e)
             return _ERROR
+
+    def rule_error(self, rule: Rule, error: BaseException, what: str = "") -> Outcome:
+        """Record a rule that failed while evaluating: an `error` outcome naming the rule and
+        where it is written, counted and audited."""
+        reason = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        out = Outcome(Code.ERROR, rule.label, f"{rule.file}:{rule.line}: {what}{reason}")
+        self.errors.append(out)
+        self.audit.rule_error(out)
+        return out
+
+    def _message(self, rule: Rule, values: Sequence[Any], fallback: str) -> str:
+        """A denying rule's message; one that fails is a recorded rule error and the denial
+        keeps a fallback message (the cycle goes on)."""
+        try:
+            msg = rule.message(*values)
+        except Exception as e:  # noqa: BLE001 - a failing message must not abort the cycle
+            self.rule_error(rule, e, "its message failed: ")
+            return f"{fallback} (its message failed)"
+        return msg or fallback
 
     def _env(self, **values: Any) -> dict[str, Any]:
         values["cluster"] = self
@@ -169,7 +183,7 @@ class Session:
             if value is _ERROR:
                 key.append((LAST,))
             elif value is not None:
-                key.append(tuple(value))
+                key.append(tuple(_ordered(v) for v in value))
         return key
 
     # ---- order hooks ---------------------------------------------------------------------------
@@ -204,8 +218,8 @@ class Session:
             if value is _ERROR:
                 return self.errors[-1]
             if value:
-                msg = rule.message(*self._args(rule, env)) if hasattr(rule, "message") else None
-                return Outcome(Code.DENY, f"{rule.plugin}/{rule.name}", msg or f"denied by {rule.plugin}/{rule.name}")
+                msg = self._message(rule, self._args(rule, env), f"denied by {rule.label}")
+                return Outcome(Code.DENY, rule.label, msg)
             if first_only:
                 break
         return OK
@@ -288,7 +302,8 @@ class Session:
 
     # ---- node-level hooks ----------------------------------------------------------------------
     def predicate_results(self, task: Task, job: Job, nodes: Sequence[Node]) -> list[str | None]:
-        """Per node: None when every predicate passes, else the first denial's message."""
+        """Per node: None when every predicate passes, else the first denial's message (or the
+        error of the rule that failed on it: the node is rejected, and the error recorded)."""
         out: list[str | None] = [None] * len(nodes)
         rules = self.hooks["predicate"]
         if not rules or not nodes:
@@ -298,49 +313,59 @@ class Session:
         for rule in rules:
             if len(open_idx) == 0:
                 break
-            denied = self._node_values(rule, task, job, nodes, view, open_idx)
+            denied, failed = self._node_values(rule, task, job, nodes, view, open_idx)
             if denied is None:
                 continue
             mask = np.asarray(denied, dtype=bool)
             for k in np.nonzero(mask)[0]:
                 i = int(open_idx[k])
                 node = nodes[i]
-                env = self._env(task=task, job=job, node=node)
-                msg = rule.message(*self._args(rule, env)) if hasattr(rule, "message") else None
-                out[i] = msg or f"node {node.name} rejected by {rule.plugin}/{rule.name}"
+                error = failed.get(int(k))
+                if error is not None:
+                    out[i] = f"node {node.name}: rule error in {error.rule}: {error.message}"
+                else:
+                    out[i] = self._message(rule, (task, job, node), f"node {node.name} rejected by {rule.label}")
             open_idx = open_idx[~mask]
         return out
 
     def predicate_on(self, task: Task, job: Job, node: Node) -> str | None:
         """The predicates on one node, scalar: None when all pass, else the first denial."""
         for rule in self.hooks["predicate"]:
-            value = self._node_call(rule, task, job, node, vector=False)
+            value = self._node_call(rule, task, job, node)
             if value is _ERROR:
-                return self.errors[-1].message
+                error = self.errors[-1]
+                return f"node {node.name}: rule error in {error.rule}: {error.message}"
             if value:
-                msg = rule.message(task, job, node)
-                return msg or f"node {node.name} rejected by {rule.label}"
+                return self._message(rule, (task, job, node), f"node {node.name} rejected by {rule.label}")
         return None
 
     def _node_values(self, rule: Rule, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector,
-                     idx: np.ndarray) -> Any:
-        """Evaluate a node-level rule for nodes[idx]: vectorised when it can be."""
+                     idx: np.ndarray) -> tuple[np.ndarray | None, dict[int, Outcome]]:
+        """A node-level rule for nodes[idx], vectorised when it can be, and the error outcome of
+        each position whose evaluation failed (a failing predicate denies, a failing score is 0).
+
+        A vector call that raises is not an outcome: the scalar form then decides node by node,
+        with exact CEL semantics, so only the nodes that really fail get an error."""
         if rule.vectorizable and self.vectorize:
             sub = view if len(idx) == len(nodes) else self.table.view([nodes[i] for i in idx])
-            value = self._node_call(rule, task, job, sub, vector=True)
-            if value is _ERROR:
-                return np.ones(len(idx), dtype=bool) if rule.hook_name == "predicate" else None
+            try:
+                value = rule.vector(task, job, sub)
+            except Exception:  # noqa: BLE001 - fall back to the scalar form below
+                value = _FALLBACK
             if value is None:
-                return None
-            arr = np.asarray(value)
-            return arr if arr.shape == (len(idx),) else np.broadcast_to(arr, (len(idx),))
+                return None, {}
+            if value is not _FALLBACK:
+                arr = np.asarray(value)
+                return (arr if arr.shape == (len(idx),) else np.broadcast_to(arr, (len(idx),))), {}
         values = []
-        for i in idx:
-            v = self._node_call(rule, task, job, nodes[i], vector=False)
+        failed: dict[int, Outcome] = {}
+        for k, i in enumerate(idx):
+            v = self._node_call(rule, task, job, nodes[i])
             if v is _ERROR:
+                failed[k] = self.errors[-1]
                 v = rule.hook_name == "predicate"
             values.append(0 if v is None else v)
-        return np.asarray(values)
+        return np.asarray(values), failed
 
     def node_scores(self, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray:
         total = np.zeros(len(nodes))
@@ -354,7 +379,7 @@ class Session:
         idx = np.arange(len(nodes))
         parts: dict[str, np.ndarray] = {}
         for rule in rules:
-            values = self._node_values(rule, task, job, nodes, view, idx)
+            values, _ = self._node_values(rule, task, job, nodes, view, idx)
             if values is not None:
                 weighted = rule.weight * values.astype(np.float64)
                 total = total + weighted
@@ -439,9 +464,22 @@ class _Last:
 LAST = _Last()
 
 
+def _ordered(value: Any) -> tuple[int, Any]:
+    """A key element that compares with any other: values of different CEL types (which a
+    rule over `dyn` may give two items) order by type first instead of raising in a sort."""
+    if isinstance(value, (bool, np.bool_)):
+        return (0, bool(value))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return (1, value)
+    if isinstance(value, (str, bytes)):
+        return (2, value) if isinstance(value, str) else (3, value)
+    return (4, value)   # an engine value with its own order (a vocabulary function's result)
+
+
 class _Error:
     def __repr__(self) -> str:
         return "<rule error>"
 
 
 _ERROR = _Error()
+_FALLBACK = _Error()   # a vector call that raised: evaluate node by node

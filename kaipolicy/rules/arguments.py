@@ -24,19 +24,13 @@ class Argument:
     description: str = ""
 
 
-class ArgumentValues:
-    """What `args` is inside expressions: one attribute per declared argument."""
-
-    __slots__ = ("__dict__",)
-
-    def __init__(self, values: Mapping[str, ArgValue]) -> None:
-        self.__dict__.update(values)
-
-    def __repr__(self) -> str:
-        return f"ArgumentValues({self.__dict__!r})"
+class ArgumentValues(dict[str, ArgValue]):
+    """What `args` is inside expressions: a map from declared argument names to values. Rules
+    read it by key (`args.x` compiles to a key lookup), so no argument name can reach a Python
+    attribute, whatever it is called."""
 
     def as_dict(self) -> dict[str, ArgValue]:
-        return dict(self.__dict__)
+        return dict(self)
 
 
 def coerce(arg_type: str, value: Any) -> ArgValue:

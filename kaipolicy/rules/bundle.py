@@ -90,7 +90,7 @@ def compile_paths(paths: Sequence[str | Path], vocabulary: Vocabulary, *,
         diags.append(Diagnostic("E005", ERROR, ", ".join(map(str, paths)) or "<none>", 0, 0,
                                 "no rule files found"))
     for path in files:
-        plugin, file_diags = compile_file(str(path), options)
+        plugin, file_diags = _compile_one(str(path), options)
         diags += file_diags
         if plugin is None:
             continue
@@ -101,6 +101,16 @@ def compile_paths(paths: Sequence[str | Path], vocabulary: Vocabulary, *,
             continue
         plugins[plugin.name] = plugin
     return plugins, sort_and_cap(diags)
+
+
+def _compile_one(path: str, options: Options) -> tuple[CompiledPlugin | None, list[Diagnostic]]:
+    """One file; whatever goes wrong inside is that file's diagnostic (E901), never the end of
+    the run: the other files are still compiled and reported."""
+    try:
+        return compile_file(path, options)
+    except Exception as err:  # noqa: BLE001 - one bad file must not stop the others
+        reason = f"{type(err).__name__}: {err}"[:300]
+        return None, [Diagnostic("E901", ERROR, path, 0, 0, f"the file could not be compiled ({reason})")]
 
 
 def load_bundle(paths: Sequence[str | Path], vocabulary: Vocabulary, *,

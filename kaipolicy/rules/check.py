@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from kaipolicy.rules import functions as fn
 from kaipolicy.rules import tree as t
+from kaipolicy.rules.runtime import RegexError, regex
 from kaipolicy.rules.vocabulary import (
     NUMERIC,
-    PRIMITIVES,
     TypeSpec,
     Vocabulary,
     assignable,
@@ -25,6 +25,9 @@ from kaipolicy.rules.vocabulary import (
 )
 
 ORDERED = NUMERIC | {"string", "bytes", "bool"}
+# Python's special names start with two underscores; no rule may spell one (see sandbox.py)
+RESERVED_PREFIX = "__"
+RESERVED_REASON = "names starting with '__' are reserved"
 _ARITH = {"-": NUMERIC, "*": NUMERIC, "/": NUMERIC, "%": frozenset({"int", "uint"})}
 
 
@@ -69,6 +72,10 @@ class Checker:
             self._novec = Problem("W501", node.pos, f"{what}: the rule cannot be vectorised")
 
     def _type(self, node: t.Expr) -> str:
+        reserved = _reserved_name(node)
+        if reserved is not None:
+            node.type = self._fail("E307", node.pos, f"{reserved!r}: {RESERVED_REASON}")
+            return node.type
         method: Callable[[t.Expr], str] = getattr(self, "_" + type(node).__name__.lower())
         node.type = method(node)
         if not isinstance(node, (t.Ident, t.Comprehension)):
@@ -216,6 +223,8 @@ class Checker:
         finally:
             self._scopes.pop()
         node.vector = any(child.vector for child in node.children())
+        if node.vector:
+            self._novector(node, f"{node.macro}() over per-node values")
         if not assignable("bool", pred):
             self._fail("E305", node.pos, f"the predicate of {node.macro}() must be a bool, not {pred}")
         if node.macro in ("all", "exists", "exists_one"):
@@ -237,9 +246,19 @@ class Checker:
         result, reason = fn.builtin_type(node.name, receiver, args)
         if result is None:
             return self._fail("E304", node.pos, reason)
+        if node.name == "matches":
+            self._check_pattern(node.args[-1])
         if any(c.vector for c in node.children()) and node.name not in fn.VECTOR_BUILTINS:
             self._novector(node, f"{node.name}() of a per-node value")
         return result
+
+    def _check_pattern(self, pattern: t.Expr) -> None:
+        """A literal pattern is compiled now, once: an invalid one is a diagnostic, not an eval error."""
+        if isinstance(pattern, t.Literal) and isinstance(pattern.value, str):
+            try:
+                regex(pattern.value)
+            except RegexError as err:
+                self._fail("E308", pattern.pos, str(err))
 
     def _vocabulary_call(self, node: t.Call, params: tuple[str, ...], result: str, args: list[str],
                          vectorizable: bool) -> str:
@@ -264,6 +283,15 @@ class Checker:
         if target.name in self.variables or any(target.name in s for s in self._scopes):
             return None
         return ".".join([target.name, *reversed(parts)])
+
+
+def _reserved_name(node: t.Expr) -> str | None:
+    """The reserved name a node spells (identifier, field, macro variable or function), if any."""
+    names = {t.Ident: "name", t.Select: "field", t.Has: "field", t.Comprehension: "var", t.Call: "name"}
+    attr = names.get(type(node))
+    name = getattr(node, attr) if attr is not None else ""
+    parts = name.split(".") if isinstance(node, t.Call) else [name]
+    return name if any(p.startswith(RESERVED_PREFIX) for p in parts) else None
 
 
 def _vector_op(op: str, left: str, right: str) -> bool:
@@ -297,6 +325,7 @@ def result_problem(form_key: str, result: str) -> str | None:
         return None if assignable(want, result) else f"{form_key!r} must be a {want}, not {result}"
     if form_key == "score" and result not in NUMERIC | {"dyn"}:
         return f"'score' must be a number, not {result}"
-    if form_key == "key" and list_elem(result) is None and result not in PRIMITIVES:
-        return f"'key' must be a list of comparable values, not {result}"
+    elem = list_elem(result) or result
+    if form_key == "key" and elem not in ORDERED | {"dyn"}:
+        return f"'key' must be a list of comparable values (bools, numbers, strings, bytes), not {result}"
     return None

@@ -1,53 +1,75 @@
 """Scalar code generation: a checked tree -> one Python expression (source text).
 
-Names the generated code uses (helpers, vocabulary functions, constants) are put in a
-namespace dict that `compile` executes the source in. Types from the checker pick the
-cheapest correct form: typed double arithmetic is plain Python, int arithmetic checks
-for 64-bit overflow, dyn operands go through run-time dispatch.
+Names the generated code uses (helpers, vocabulary functions, constants) are bound in a
+`Namespace` that `compile` executes the source in. Types from the checker pick the cheapest
+correct form: typed double arithmetic is plain Python, int arithmetic checks for 64-bit
+overflow, dyn operands go through the sandbox's run-time checks (`sandbox.py`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from kaipolicy.rules import runtime as rt
 from kaipolicy.rules import tree as t
+from kaipolicy.rules.cost import body_unit
+from kaipolicy.rules.sandbox import SANDBOX_HELPERS
 from kaipolicy.rules.vocabulary import TypeSpec, Vocabulary, list_elem, map_kv
 
 HELPERS: dict[str, Any] = {
-    "_rt": rt, "_ovf": rt.overflow, "_idiv": rt.idiv, "_imod": rt.imod, "_fdiv": rt.fdiv, "_neg": rt.neg,
-    "_arith": rt.arith, "_and": rt.and_, "_or": rt.or_, "_all": rt.all_, "_exists": rt.exists,
-    "_exists_one": rt.exists_one, "_lidx": rt.list_index, "_idx": rt.index, "_sel": rt.select,
-    "_has": rt.has, "_matches": rt.matches, "_min": rt.min_, "_max": rt.max_, "_u64": rt.uint_check,
+    "_ovf": rt.overflow, "_idiv": rt.idiv, "_imod": rt.imod, "_fdiv": rt.fdiv, "_neg": rt.neg,
+    "_dneg": rt.neg_dyn, "_arith": rt.arith, "_and": rt.and_, "_or": rt.or_, "_all": rt.all_,
+    "_exists": rt.exists, "_exists_one": rt.exists_one, "_each": rt.each, "_lidx": rt.list_index,
+    "_matches": rt.matches, "_min": rt.min_, "_max": rt.max_, "_u64": rt.uint_check, "_i64": rt.int_check,
+    "_to_int": rt.to_int, "_to_uint": rt.to_uint, "_to_double": rt.to_double, "_to_string": rt.to_string,
+    "_to_bool": rt.to_bool, "_to_bytes": rt.to_bytes, **SANDBOX_HELPERS,
 }
-CONVERT = {"int": "_rt.to_int", "uint": "_rt.to_uint", "double": "_rt.to_double", "string": "_rt.to_string",
-           "bool": "_rt.to_bool", "bytes": "_rt.to_bytes", "dyn": ""}
+CONVERT = {"int": "_to_int", "uint": "_to_uint", "double": "_to_double", "string": "_to_string",
+           "bool": "_to_bool", "bytes": "_to_bytes", "dyn": ""}
+METER = "_m"          # the generated name of the evaluation's budget (see cost.Meter)
+FIELDS = "_T"         # the generated name of the sandbox's class -> fields table
 _SAFE_LEAVES = (t.Literal, t.Ident)
+
+
+class Namespace:
+    """The globals one rule's generated functions run in. Every name bound here is fresh for the
+    whole namespace, so the scalar, vector and message forms of a rule never overwrite each
+    other's regexes, constants or functions."""
+
+    def __init__(self, base: Mapping[str, Any]) -> None:
+        self.values: dict[str, Any] = dict(base)
+        self._counter = itertools.count(1)
+
+    def fresh(self, prefix: str) -> str:
+        return f"{prefix}{next(self._counter)}"
+
+    def bind(self, prefix: str, value: Any) -> str:
+        name = self.fresh(prefix)
+        self.values[name] = value
+        return name
 
 
 class Emitter:
     """Emits one Python expression per tree; `names` maps CEL variables to Python parameters."""
 
-    def __init__(self, vocabulary: Vocabulary, types: Mapping[str, TypeSpec], namespace: dict[str, Any],
+    def __init__(self, vocabulary: Vocabulary, types: Mapping[str, TypeSpec], namespace: Namespace,
                  names: Mapping[str, str]) -> None:
         self.vocabulary = vocabulary
         self.types = types
         self.ns = namespace
         self.names = dict(names)
-        self._counter = 0
+        self.metered = False   # whether the emitted code charges the budget (has a comprehension)
 
     def fresh(self, prefix: str) -> str:
-        self._counter += 1
-        return f"{prefix}{self._counter}"
+        return self.ns.fresh(prefix)
 
     def const(self, value: Any) -> str:
         if isinstance(value, float) and not math.isfinite(value) or not isinstance(
                 value, (int, float, str, bytes, bool, type(None))):
-            name = self.fresh("_k")
-            self.ns[name] = value
-            return name
+            return self.ns.bind("_k", value)
         return repr(value)
 
     def emit(self, node: t.Expr) -> str:
@@ -64,18 +86,26 @@ class Emitter:
         operand = self.emit(node.operand)
         spec = self.types.get(node.operand.type)
         if spec is not None:
+            # the attribute comes from the vocabulary (or a declared argument), never from the rule
             attr = spec.fields[node.field].attr
+            if spec.by_key:
+                return f"{operand}[{attr!r}]"
             return f"{operand}.{attr}" if attr.isidentifier() else f"getattr({operand}, {attr!r})"
         if map_kv(node.operand.type) is not None:
             return f"{operand}[{node.field!r}]"
-        return f"_sel({operand}, {node.field!r})"
+        return f"_sel({operand}, {node.field!r}, {FIELDS})"
 
     def _has(self, node: t.Has) -> str:
         operand = self.emit(node.operand)
         spec = self.types.get(node.operand.type)
         if spec is not None:
-            return f"(getattr({operand}, {spec.fields[node.field].attr!r}, None) is not None)"
-        return f"_has({operand}, {node.field!r})"
+            attr = spec.fields[node.field].attr
+            if spec.by_key:
+                return f"({attr!r} in {operand})"
+            return f"(getattr({operand}, {attr!r}, None) is not None)"
+        if map_kv(node.operand.type) is not None:
+            return f"({node.field!r} in {operand})"
+        return f"_has({operand}, {node.field!r}, {FIELDS})"
 
     def _index(self, node: t.Index) -> str:
         operand, index = self.emit(node.operand), self.emit(node.index)
@@ -94,12 +124,12 @@ class Emitter:
     def _unary(self, node: t.Unary) -> str:
         operand = self.emit(node.operand)
         if node.op == "!":
-            return f"(not {operand})"
+            return f"(not _bool({operand}))" if node.operand.type == "dyn" else f"(not {operand})"
         if node.operand.type == "int":
             return f"_neg({operand})"
         if node.operand.type == "double":
             return f"(-{operand})"
-        return f"_arith('-', 0 if isinstance({operand}, int) else 0.0, {operand})"
+        return f"_dneg({operand})"
 
     def _cond(self, node: t.Cond) -> str:
         return f"({self.emit(node.then)} if {self.emit(node.cond)} else {self.emit(node.other)})"
@@ -112,6 +142,8 @@ class Emitter:
                 helper = "_and" if op == "&&" else "_or"
                 return f"{helper}(lambda: {left}, lambda: {right})"
             return f"({left} {'and' if op == '&&' else 'or'} {right})"
+        if op == "in" and rt_ == "dyn":
+            return f"_in({left}, {right})"
         if op in ("==", "!=", "<", "<=", ">", ">=", "in"):
             return f"({left} {op} {right})"
         return self._arith(op, left, right, lt if lt != "dyn" else rt_, lt == "dyn" or rt_ == "dyn")
@@ -124,8 +156,8 @@ class Emitter:
         if typ == "int":
             if op in "/%":
                 return f"{'_idiv' if op == '/' else '_imod'}({left}, {right})"
-            tmp = self.fresh("_t")
-            return f"({tmp} if {rt.INT_MIN} <= ({tmp} := {left} {op} {right}) <= {rt.INT_MAX} else _ovf())"
+            # a call, not a walrus: `:=` is a SyntaxError inside a comprehension's iterable
+            return f"_i64({left} {op} {right})"
         if typ == "uint":
             if op == "/":
                 return f"_idiv({left}, {right})"
@@ -136,6 +168,10 @@ class Emitter:
 
     def _comprehension(self, node: t.Comprehension) -> str:
         rng = self.emit(node.range)
+        if node.range.type == "dyn":
+            rng = f"_iter({rng})"
+        self.metered = True
+        charged = f"{METER}, {body_unit(node)}, {rng}"
         var = self.fresh(f"c_{node.var}_")
         saved = self.names.get(node.var)
         self.names[node.var] = var
@@ -148,25 +184,26 @@ class Emitter:
             else:
                 self.names[node.var] = saved
         if node.macro in ("all", "exists", "exists_one"):
-            return f"_{node.macro}({rng}, lambda {var}: {pred})"
+            return f"_{node.macro}({charged}, lambda {var}: {pred})"
         cond = f" if {pred}" if pred is not None else ""
-        return f"[{result or var} for {var} in {rng}{cond}]"
+        return f"[{result or var} for {var} in _each({charged}){cond}]"
 
     def _call(self, node: t.Call) -> str:
         args = [self.emit(a) for a in node.args]
         spec = self.vocabulary.functions.get(node.name) if node.target is None else None
         if spec is not None:
-            name = self.fresh("_f")
-            self.ns[name] = spec.impl
-            return f"{name}({', '.join(args)})"
+            return f"{self.ns.bind('_f', spec.impl)}({', '.join(args)})"
         if node.target is not None:
             args.insert(0, self.emit(node.target))
         return self._builtin(node, args)
 
     def _builtin(self, node: t.Call, args: list[str]) -> str:
         name = node.name
+        operands = ([node.target] if node.target is not None else []) + list(node.args)
         if name == "size":
-            return f"len({args[0]})"
+            return f"_size({args[0]})" if operands[0].type == "dyn" else f"len({args[0]})"
+        if name in ("startsWith", "endsWith", "contains", "matches"):
+            args = [f"_str({a})" if o.type == "dyn" else a for a, o in zip(args, operands)]
         if name in ("startsWith", "endsWith"):
             return f"{args[0]}.{name.lower()}({args[1]})"
         if name == "contains":
@@ -174,8 +211,7 @@ class Emitter:
         if name == "matches":
             pattern = node.args[-1]
             if isinstance(pattern, t.Literal) and isinstance(pattern.value, str):
-                compiled = self.fresh("_re")
-                self.ns[compiled] = rt.regex(pattern.value)
+                compiled = self.ns.bind("_re", rt.regex(pattern.value))
                 return f"({compiled}.search({args[0]}) is not None)"
             return f"_matches({args[0]}, {args[1]})"
         if name in ("min", "max"):

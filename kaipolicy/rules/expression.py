@@ -39,7 +39,8 @@ def compile_text(text: str, variables: Mapping[str, str], vocabulary: Vocabulary
     try:
         tree = parse(text)
     except ParseError as err:
-        raise RuleError([_diagnostic(text, "E201", err.pos, f"syntax error: {err.message}")]) from None
+        message = f"syntax error: {err.message}" if err.code == "E201" else err.message
+        raise RuleError([_diagnostic(text, err.code, err.pos, message)]) from None
     checked = Checker(vocabulary, variables, vector_names=vector_names).check(tree)
     if checked.problems:
         raise RuleError([_diagnostic(text, p.code, p.pos, p.message) for p in checked.problems])

@@ -84,17 +84,22 @@ COMMENT: /\/\/[^\n]*/
 """
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 INT64_MAX = 2**63 - 1
+# Limits that keep every later stage (and the Python compiler under the generated code) far from
+# its own recursion and nesting limits; docs/policy-language.md states them with their codes.
+MAX_EXPRESSION_LENGTH = 10_000   # code points (E203)
+MAX_DEPTH = 50                   # levels of the expression tree; `a || b || c` is 3 deep (E202)
 _SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
                    "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
 
 
 class ParseError(Exception):
-    """A syntax error at character offset `pos` of the expression."""
+    """A syntax error (or a limit passed, `code`) at character offset `pos` of the expression."""
 
-    def __init__(self, pos: int, message: str) -> None:
+    def __init__(self, pos: int, message: str, code: str = "E201") -> None:
         super().__init__(message)
         self.pos = pos
         self.message = message
+        self.code = code
 
 
 @lru_cache(maxsize=1)
@@ -104,8 +109,22 @@ def _parser() -> lark.Lark:
 
 def parse(text: str) -> t.Expr:
     """The tree of one CEL expression; raises ParseError with the offset of the problem."""
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise ParseError(0, f"the expression is {len(text)} characters long, over the limit of "
+                            f"{MAX_EXPRESSION_LENGTH}", "E203")
+    node = _build(text, _syntax(text))
+    _check_depth(node)
+    for item in t.walk(node):
+        if isinstance(item, t.Literal) and item.kind == "int" and not -INT64_MAX - 1 <= item.value <= INT64_MAX:
+            raise ParseError(item.pos, "integer literal out of range")
+        if isinstance(item, t.Literal) and item.kind == "uint" and not 0 <= item.value < 2**64:
+            raise ParseError(item.pos, "uint literal out of range")
+    return node
+
+
+def _syntax(text: str) -> lark.Tree[lark.Token]:
     try:
-        raw = _parser().parse(text)
+        return _parser().parse(text)
     except lark.UnexpectedCharacters as err:
         # lark declares `pos_in_stream = None` on the base class; the lexer always sets it here.
         pos = cast(int, err.pos_in_stream)
@@ -116,25 +135,51 @@ def parse(text: str) -> t.Expr:
         pos = err.token.start_pos if err.token.start_pos is not None else len(text)
         what = "end of expression" if err.token.type == "$END" else repr(str(err.token))
         raise ParseError(pos, f"unexpected {what}") from None
+    except lark.exceptions.LarkError as err:
+        raise ParseError(0, f"cannot parse: {err}") from None
+
+
+def _build(text: str, raw: lark.Tree[lark.Token]) -> t.Expr:
+    """lark's tree -> ours, without recursion (depth is checked after). A literal the builder
+    cannot read (`010`, `'\\xZZ'`, an escape past U+10FFFF) is a syntax error at its token."""
     try:
-        node = _Build().transform(raw)
-    except lark.exceptions.VisitError as err:  # a ParseError raised while building a node
+        return _Build().transform(raw)
+    except lark.exceptions.VisitError as err:
         if isinstance(err.orig_exc, ParseError):
             raise err.orig_exc from None
-        raise
-    for item in t.walk(node):
-        if isinstance(item, t.Literal) and item.kind == "int" and not -INT64_MAX - 1 <= item.value <= INT64_MAX:
-            raise ParseError(item.pos, "integer literal out of range")
-        if isinstance(item, t.Literal) and item.kind == "uint" and not 0 <= item.value < 2**64:
-            raise ParseError(item.pos, "uint literal out of range")
-    return node
+        token = next((x for x in _tokens(err.obj)), None)
+        pos = _pos(token) if token is not None else 0
+        shown = str(token) if token is not None else text
+        raise ParseError(pos, f"invalid literal {shown[:40]!r}: {err.orig_exc}") from None
+
+
+def _tokens(obj: Any) -> Any:
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, lark.Token):
+            yield item
+        elif isinstance(item, lark.Tree):
+            stack.extend(reversed(item.children))
+
+
+def _check_depth(root: t.Expr) -> None:
+    """Refuse a tree deeper than MAX_DEPTH before any recursive stage walks it."""
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ParseError(node.pos, f"the expression nests deeper than {MAX_DEPTH} levels (a chain of "
+                                       "`||` or `&&` counts one level per operator: prefer `x in [...]` "
+                                       "or exists())", "E202")
+        stack.extend((child, depth + 1) for child in node.children())
 
 
 def _pos(token: Any) -> int:
     return int(token.start_pos) if isinstance(token, lark.Token) and token.start_pos is not None else 0
 
 
-class _Build(lark.Transformer[lark.Token, t.Expr]):
+class _Build(lark.visitors.Transformer_NonRecursive[lark.Token, t.Expr]):
     """Bottom-up: lark's parse tree -> tree nodes.
 
     One method per grammar alias; a rule's children are typed `list[Any]` because their shape

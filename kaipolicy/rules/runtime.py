@@ -8,17 +8,20 @@ rule can fail with at run time ends up as one EvalError naming the rule.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from functools import lru_cache
 from typing import Any, NoReturn
 
 import numpy as np
+import re2
 
 from kaipolicy.errors import KaipolicyError
+from kaipolicy.rules.cost import Meter, OverBudget
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 UINT_MAX = 2**64 - 1
+REGEX_MAX_MEM = 4 << 20   # bytes RE2 may use for one pattern (128 cached: at most 512 MiB in all)
+_NUMBERS = (int, float, np.integer, np.floating)
 
 
 class EvalError(KaipolicyError, RuntimeError):
@@ -42,6 +45,10 @@ def failure(rule: str, file: str, line: int) -> Callable[[BaseException], EvalEr
 
 
 def describe(err: BaseException) -> str:
+    if isinstance(err, OverBudget):
+        return str(err)
+    if isinstance(err, RecursionError):
+        return "the evaluation nested too deeply"
     if isinstance(err, KeyError):
         return f"no such key: {err.args[0]!r}" if err.args else "no such key"
     if isinstance(err, IndexError):
@@ -111,9 +118,11 @@ def arith(op: str, a: Any, b: Any) -> Any:
 
 
 def and_(left: Callable[[], Any], right: Callable[[], Any]) -> Any:
-    """CEL `&&`: false wins over an error on either side."""
+    """CEL `&&`: false wins over an error on either side (never over a spent budget)."""
     try:
         a = left()
+    except OverBudget:
+        raise
     except Exception:
         if right() is False:
             return False
@@ -125,9 +134,11 @@ def and_(left: Callable[[], Any], right: Callable[[], Any]) -> Any:
 
 
 def or_(left: Callable[[], Any], right: Callable[[], Any]) -> Any:
-    """CEL `||`: true wins over an error on either side."""
+    """CEL `||`: true wins over an error on either side (never over a spent budget)."""
     try:
         a = left()
+    except OverBudget:
+        raise
     except Exception:
         if right() is True:
             return True
@@ -149,6 +160,8 @@ def _quantify(items: Iterable[Any], pred: Callable[[Any], Any], decisive: bool) 
         try:
             if pred(item) is decisive:
                 return bool(decisive)
+        except OverBudget:
+            raise
         except Exception as err:  # noqa: BLE001 - CEL absorbs one branch's error if another decides
             error = error or err
     if error is not None:
@@ -156,16 +169,22 @@ def _quantify(items: Iterable[Any], pred: Callable[[Any], Any], decisive: bool) 
     return not decisive
 
 
-def all_(items: Iterable[Any], pred: Callable[[Any], Any]) -> bool:
-    return _quantify(items, pred, False)
+def each(meter: Meter, unit: int, items: Sized) -> Any:
+    """A comprehension's range, charged to the evaluation's budget before the walk starts."""
+    meter.charge(items, unit)
+    return items
 
 
-def exists(items: Iterable[Any], pred: Callable[[Any], Any]) -> bool:
-    return _quantify(items, pred, True)
+def all_(meter: Meter, unit: int, items: Sized, pred: Callable[[Any], Any]) -> bool:
+    return _quantify(each(meter, unit, items), pred, False)
 
 
-def exists_one(items: Iterable[Any], pred: Callable[[Any], Any]) -> bool:
-    return sum(1 for item in items if pred(item) is True) == 1
+def exists(meter: Meter, unit: int, items: Sized, pred: Callable[[Any], Any]) -> bool:
+    return _quantify(each(meter, unit, items), pred, True)
+
+
+def exists_one(meter: Meter, unit: int, items: Sized, pred: Callable[[Any], Any]) -> bool:
+    return sum(1 for item in each(meter, unit, items) if pred(item) is True) == 1
 
 
 def list_index(items: list[Any], i: int) -> Any:
@@ -174,31 +193,48 @@ def list_index(items: list[Any], i: int) -> Any:
     return items[i]
 
 
-def index(container: Any, key: Any) -> Any:
-    if isinstance(container, list):
-        return list_index(container, key)
-    return container[key]
+class RegexError(ValueError):
+    """A pattern RE2 refuses (CEL's `matches` is specified over RE2 syntax)."""
 
 
-def select(value: Any, name: str) -> Any:
-    if isinstance(value, dict):
-        return value[name]
-    return getattr(value, name)
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False          # RE2 would print parse errors to stderr itself
+    options.max_mem = REGEX_MAX_MEM
+    return options
 
 
-def has(value: Any, name: str) -> bool:
-    if isinstance(value, dict):
-        return name in value
-    return getattr(value, name, None) is not None
-
-
-@lru_cache(maxsize=256)
-def regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+@lru_cache(maxsize=128)
+def regex(pattern: str) -> Any:
+    """The compiled RE2 program of a pattern: linear time in the text, whatever the pattern."""
+    try:
+        return re2.compile(pattern, _re2_options())
+    except re2.error as err:
+        reason = err.args[0].decode("utf-8", "replace") if err.args and isinstance(err.args[0], bytes) else str(err)
+        raise RegexError(f"invalid regular expression {pattern!r}: {reason}") from None
+    except UnicodeEncodeError:
+        raise RegexError(f"invalid regular expression {pattern!r}: not valid UTF-8") from None
 
 
 def matches(text: str, pattern: str) -> bool:
+    if not isinstance(text, str) or not isinstance(pattern, str):
+        raise TypeError("no such overload: matches() takes strings")
     return regex(pattern).search(text) is not None
+
+
+def neg_dyn(value: Any) -> Any:
+    """Unary minus when the checker could not tell the operand's type (dyn)."""
+    if isinstance(value, float):
+        return -value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return neg(value)
+    raise TypeError(f"no such overload: -{kind(value)}")
+
+
+def _convertible(name: str, value: Any, *types: type) -> None:
+    """Conversions accept CEL values only: an object's repr never becomes a string."""
+    if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
+        raise TypeError(f"no such overload: {name}({kind(value)})")
 
 
 def to_int(value: Any) -> int:
@@ -225,17 +261,18 @@ def to_uint(value: Any) -> int:
     elif isinstance(value, str):
         n = int(value, 10)
     else:
-        n = value  # the checker admits only int, uint, double and string (or dyn) here
+        _convertible("uint", value, int, np.integer)
+        n = int(value)
     return n if 0 <= n <= UINT_MAX else overflow()
 
 
 def to_double(value: Any) -> float:
-    if isinstance(value, bool):
-        raise TypeError("no such overload: double(bool)")
+    _convertible("double", value, *_NUMBERS, str)
     return float(value)
 
 
 def to_string(value: Any) -> str:
+    _convertible("string", value, bool, np.bool_, *_NUMBERS, str, bytes)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, bytes):
@@ -248,6 +285,7 @@ def to_string(value: Any) -> str:
 def to_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
+    _convertible("bool", value, str)
     text = str(value)
     if text in ("true", "True", "TRUE", "t", "1"):
         return True
@@ -257,7 +295,8 @@ def to_bool(value: Any) -> bool:
 
 
 def to_bytes(value: Any) -> bytes:
-    return value if isinstance(value, bytes) else str(value).encode("utf-8")
+    _convertible("bytes", value, str, bytes)
+    return value if isinstance(value, bytes) else value.encode("utf-8")
 
 
 def min_(*values: Any) -> Any:
@@ -276,3 +315,7 @@ def max_(*values: Any) -> Any:
 
 def uint_check(value: int) -> int:
     return value if 0 <= value <= UINT_MAX else overflow()
+
+
+def int_check(value: int) -> int:
+    return value if INT_MIN <= value <= INT_MAX else overflow()

@@ -19,6 +19,7 @@ import jsonschema
 from kaipolicy.framework.hooks import BY_NAME, Form, HookKind
 from kaipolicy.paths import data_dir
 from kaipolicy.rules.arguments import Argument, check_value, coerce
+from kaipolicy.rules.check import RESERVED_PREFIX, RESERVED_REASON
 from kaipolicy.rules.diagnostics import Diagnostic
 from kaipolicy.rules.source import KeyPath, SourceFile
 
@@ -120,6 +121,10 @@ def _arguments(src: SourceFile, raw: Any, diags: list[Diagnostic]) -> dict[str, 
         return out
     for name, decl in raw.items():
         if not isinstance(decl, dict) or decl.get("type") not in ("int", "uint", "double", "bool", "string"):
+            continue
+        if str(name).startswith(RESERVED_PREFIX):
+            line, col = src.place(("arguments", name), key=True)
+            diags.append(src.diagnostic("E307", f"argument name {name!r}: {RESERVED_REASON}", line, col))
             continue
         arg = _argument(src, name, decl, diags)
         if arg is not None:

@@ -11,24 +11,29 @@ from typing import Any
 
 import numpy as np
 
-from kaipolicy.api.job import Job
+from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import affinity, capacity, gpusharing, topology
 from kaipolicy.framework.nodetable import NodeVector, fits_mask
-from kaipolicy.framework.session import Session
+from kaipolicy.framework.session import GpuView, Session
 from kaipolicy.framework.tasks import tasks_to_allocate
 from kaipolicy.rules.vocabulary import FieldSpec, FunctionSpec, TypeSpec, Vocabulary
 from kaipolicy.rules.vocabulary import snake_case as _snake
 
+# Declared bounds for the static cost estimate (docs/policy-language.md, "Cost"): Kubernetes
+# names are DNS subdomains (<= 253), and the label counts leave room for node feature discovery.
+MAX_SIZES = {"name": 253, "namespace": 63, "queue": 253, "labels": 256, "nodeAffinity": 64, "victims": 1000,
+             "tasks": 1000}
 
-def _type(name: str, doc: str, fields: dict[str, tuple[str, str] | str]) -> TypeSpec:
+
+def _type(name: str, doc: str, fields: dict[str, tuple[str, str] | str], *classes: type) -> TypeSpec:
     specs = {}
     for cel, t in fields.items():
         ctype, attr = (t, _snake(cel)) if isinstance(t, str) else t
-        specs[cel] = FieldSpec(cel, ctype, attr)
-    return TypeSpec(name, specs, doc)
+        specs[cel] = FieldSpec(cel, ctype, attr, max_size=MAX_SIZES.get(cel))
+    return TypeSpec(name, specs, doc, python_types=classes)
 
 
 TYPES = {
@@ -38,27 +43,27 @@ TYPES = {
         "memoryBytes": "double", "cpuOnly": "bool", "sharedGpu": "bool", "migRequest": "bool",
         "labels": "map<string,string>", "nodeAffinity": ("list<string>", "node_affinity"),
         "legacyMig": "bool", "subGroup": "string",
-    }),
+    }, Task),
     "Job": _type("Job", "A pod group.", {
         "name": "string", "namespace": "string", "queue": "string", "priority": "int",
         "preemptible": "bool", "elasticState": ("int", "elastic"), "minAvailable": "int",
-    }),
+    }, Job),
     "PodSet": _type("PodSet", "A sub-group holding pods, its own gang.", {
         "name": "string", "minAvailable": "int", "allocated": ("int", "active_allocated"),
         "gangSatisfied": ("bool", "satisfied"), "allocationRatio": "double",
-    }),
-    "SubGroup": _type("SubGroup", "A sub-group of sub-groups.", {"name": "string"}),
-    "Queue": _type("Queue", "A queue or department.", {"name": "string", "priority": "int"}),
+    }, PodSet),
+    "SubGroup": _type("SubGroup", "A sub-group of sub-groups.", {"name": "string"}, SubGroupSet),
+    "Queue": _type("Queue", "A queue or department.", {"name": "string", "priority": "int"}, Queue),
     "Node": _type("Node", "A node and what is free on it.", {
         "name": "string", "labels": "map<string,string>", "idleGpus": "double", "releasingGpus": "double",
         "freeGpus": "double", "allocatableGpus": "double", "gpuCount": "int", "freeCpuMillis": "double",
         "allocatableCpuMillis": "double", "freeMemoryBytes": "double", "allocatableMemoryBytes": "double",
         "freePods": "double", "gpuMemoryMiB": ("int", "gpu_memory"), "gpuMemorySynced": "bool",
         "unschedulable": "bool", "cpuOnly": "bool", "migEnabled": "bool", "migStrategy": "string",
-    }),
+    }, Node),
     "Gpu": _type("Gpu", "One candidate GPU on a node for a shared task.", {
         "whole": "bool", "usedPortion": "double", "group": "string",
-    }),
+    }, GpuView),
     "Cluster": TypeSpec("Cluster", {}, "The session; pass it to functions that consult it."),
     "Scenario": TypeSpec("Scenario", {}, "A victim scenario (eviction actions)."),
 }

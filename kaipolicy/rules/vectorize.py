@@ -117,9 +117,7 @@ class VectorEmitter(Emitter):
         args = [self.emit(a) for a in node.args]
         spec = self.vocabulary.functions.get(node.name) if node.target is None else None
         if spec is not None and spec.vector_impl is not None:
-            name = self.fresh("_fv")
-            self.ns[name] = spec.vector_impl
-            return f"{name}({', '.join(args)})"
+            return f"{self.ns.bind('_fv', spec.vector_impl)}({', '.join(args)})"
         if node.name == "double":
             return f"_np.asarray({args[0]}, dtype=float)"
         if node.name == "int":
