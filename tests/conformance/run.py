@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kaipolicy.errors import RuleError
+from kaipolicy.errors import InputError, RuleError
 from kaipolicy.rules import EvalError
 from kaipolicy.rules.expression import Expression, compile_text
 from tests.conformance.suite import Case
@@ -48,9 +48,15 @@ def _compile_only(case: Case, feature: str) -> Outcome:
     variables |= {name: "dyn" for name in case.bindings if name not in variables}
     try:
         compile_text(case.expr, variables)
-    except RuleError as err:
-        return Outcome(False, f"not evaluated ({feature}); refused: {err.diagnostics[0].message}")
+    except InputError as err:
+        return Outcome(False, f"not evaluated ({feature}); refused: {_first_problem(err)}")
     return Outcome(False, f"not evaluated ({feature})")
+
+
+def _first_problem(err: InputError) -> str:
+    if isinstance(err, RuleError) and err.diagnostics:
+        return f"{err.diagnostics[0].code} {err.diagnostics[0].message}"
+    return str(err)
 
 
 def _type_or_dyn(decl: Any) -> str:
@@ -66,10 +72,8 @@ def _run(case: Case) -> Outcome:
     variables |= {name: type_of(value) for name, value in bound.items() if name not in variables}
     try:
         expression = compile_text(case.expr, variables)
-    except RuleError as err:
-        first = err.diagnostics[0]
-        refused = f"refused: {first.code} {first.message}"
-        return Outcome(case.expect in WANTS_ERROR, refused)
+    except InputError as err:
+        return Outcome(case.expect in WANTS_ERROR, f"refused: {_first_problem(err)}")
     if case.deduced_type is not None and expression.type != to_type(case.deduced_type):
         return Outcome(False, f"checked type {expression.type}, want {to_type(case.deduced_type)}")
     if case.check_only:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kaipolicy.rules import runtime as rt
 from tests.conformance.textproto import Message
 
 PRIMITIVES = {"BOOL": "bool", "INT64": "int", "UINT64": "uint", "DOUBLE": "double", "STRING": "string",
@@ -81,7 +82,7 @@ def _scalar(token: bytes | str, kind: str) -> Any:
         return text in ("true", "True", "t", "1")
     if kind == "double":
         return _double(text)
-    return _integer(text)
+    return rt.UInt(_integer(text)) if kind == "uint" else _integer(text)
 
 
 def _integer(text: str) -> int:
@@ -174,21 +175,6 @@ def _split_map(kind: str) -> tuple[str, str]:
 
 
 def runtime_type(value: Any) -> str:
-    """The CEL type a Python run-time value shows (a uint shows as int unless its class says uint)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "uint" if type(value).__name__.lower().startswith("uint") else "int"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bytes):
-        return "bytes"
-    if isinstance(value, list):
-        return "list<dyn>"
-    if isinstance(value, dict):
-        return "map<dyn,dyn>"
-    return type(value).__name__
+    """The CEL type a run-time value shows (kaipolicy keeps a uint's type in runtime.UInt)."""
+    found = rt.kind(value)
+    return {"list": "list<dyn>", "map": "map<dyn,dyn>"}.get(found, found)
