@@ -16,6 +16,7 @@ import numpy as np
 from kaipolicy.errors import InputError, RuleError
 from kaipolicy.rules import EvalError
 from kaipolicy.rules.expression import Expression, compile_text
+from tests import cel_oracle
 from tests.conformance.suite import Case
 from tests.conformance.values import Typed, Unsupported, equal, plain, to_type, to_typed, type_of
 
@@ -66,10 +67,16 @@ def _type_or_dyn(decl: Any) -> str:
         return "dyn"
 
 
-def _run(case: Case) -> Outcome:
+def _environment(case: Case) -> tuple[dict[str, str], dict[str, Typed]]:
+    """(declared types, bound values); a binding the case does not declare is typed by its value."""
     bound = {name: to_typed(value) for name, value in case.bindings.items()}
     variables = {name: to_type(decl) for name, decl in case.type_env.items()}
     variables |= {name: type_of(value) for name, value in bound.items() if name not in variables}
+    return variables, bound
+
+
+def _run(case: Case) -> Outcome:
+    variables, bound = _environment(case)
     try:
         expression = compile_text(case.expr, variables)
     except InputError as err:
@@ -116,3 +123,16 @@ def _vector(case: Case, variables: dict[str, str], bound: dict[str, Typed], scal
     want: Typed = to_typed(case.value) if case.value is not None else ("bool", True)
     items = [item.item() if isinstance(item, np.generic) else item for item in np.asarray(result).tolist()]
     return "agrees" if all(equal(want, item, expression.type) for item in items) else "differs"
+
+
+def run_with_cel_cpp(case: Case) -> bool:
+    """Whether Google's runtime (cel-expr-python) meets the case, judged as ours is (a case inside
+    the subset only: its values are ones both sides represent)."""
+    variables, bound = _environment(case)
+    if case.check_only:
+        return cel_oracle.compiles(case.expr, variables)
+    ok, got = cel_oracle.evaluate(case.expr, variables, {name: plain(value) for name, value in bound.items()})
+    if case.expect in WANTS_ERROR or not ok:
+        return case.expect in WANTS_ERROR and not ok
+    want: Typed = to_typed(case.value) if case.value is not None else ("bool", True)
+    return equal(want, got, "dyn")

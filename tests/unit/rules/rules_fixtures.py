@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from cel_expr_python import cel
 from celpy import celtypes
 
-from kaipolicy.rules.vocabulary import FunctionSpec, Vocabulary, list_elem, map_kv, type_spec
+from kaipolicy.rules.vocabulary import FunctionSpec, Vocabulary, type_spec
 
 
 @dataclass
@@ -78,7 +77,7 @@ def _explode(_: Any) -> Any:
 
 # ---- comparing celpy's answers with ours ----------------------------------------------------------
 def normalise(value: Any) -> Any:
-    """celpy, cel-expr-python, numpy and our own (runtime.UInt) values as plain Python values;
+    """celpy, cel-expr-python, numpy and our own (kinds.UInt) values as plain Python values;
     BoolType subclasses int, so it goes first."""
     if isinstance(value, (celtypes.BoolType, bool, np.bool_)):
         return bool(value)
@@ -111,29 +110,3 @@ def same(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return bool(a == b)
 
-
-# ---- Google's CEL runtime (cel-expr-python, on cel-cpp) as the second oracle ----------------------
-_CEL_TYPES = {"int": cel.Type.INT, "uint": cel.Type.UINT, "double": cel.Type.DOUBLE, "bool": cel.Type.BOOL,
-              "string": cel.Type.STRING, "bytes": cel.Type.BYTES, "null": cel.Type.NULL, "dyn": cel.Type.DYN}
-
-
-def cel_type(name: str) -> Any:
-    """One of our type strings as a cel-expr-python type."""
-    elem, kv = list_elem(name), map_kv(name)
-    if elem is not None:
-        return cel.Type.List(cel_type(elem))
-    if kv is not None:
-        return cel.Type.Map(cel_type(kv[0]), cel_type(kv[1]))
-    return _CEL_TYPES[name]
-
-
-def cel_cpp_result(expr: str, variables: dict[str, Any], types: dict[str, str]) -> tuple[bool, Any]:
-    """(ok, value) from cel-expr-python; not ok when it refuses the expression or evaluates to an error."""
-    env = cel.NewEnv(variables={name: cel_type(types[name]) for name in variables})
-    try:
-        result = env.compile(expr).eval(data=variables)
-    except Exception:  # noqa: BLE001 - cel-expr-python raises plain exceptions for parse and check errors
-        return False, None
-    if result.type() == cel.Type.ERROR:
-        return False, None
-    return True, normalise(result.plain_value())

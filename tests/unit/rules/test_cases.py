@@ -11,13 +11,14 @@ from typing import Any
 import celpy
 import pytest
 import yaml
-from rules_fixtures import cel_cpp_result, normalise, same
+from rules_fixtures import normalise, same
 
 from kaipolicy.errors import RuleError
 from kaipolicy.rules import EvalError
 from kaipolicy.rules.expression import compile_text
 from kaipolicy.rules.runtime import kind
 from kaipolicy.rules.vocabulary import type_of_value
+from tests import cel_oracle
 
 CASES_DIR = Path(__file__).resolve().parents[2] / "rules" / "cases"
 
@@ -64,11 +65,12 @@ def test_case_matches_its_expectation_and_celpy(case: dict[str, Any]) -> None:
         if "want_kind" in case:
             assert kind(got) == case["want_kind"], f"got a {kind(got)}, want a {case['want_kind']}"
     oracles = {"celpy": lambda: celpy_result(case["expr"], variables),
-               "cel": lambda: cel_cpp_result(case["expr"], variables, types)}
+               "cel": lambda: cel_oracle.evaluate(case["expr"], types, variables)}
     for oracle_name, run in oracles.items():
         if not case.get(oracle_name, True):
             continue
         ok, oracle = run()
+        oracle = normalise(oracle)
         if "want_error" in case:
             assert not ok, f"{oracle_name} evaluated to {oracle!r}"
         else:
