@@ -8,6 +8,7 @@ rule can fail with at run time ends up as one EvalError naming the rule.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
@@ -167,9 +168,9 @@ def list_index(items: list[Any], i: Any) -> Any:
         if not i.is_integer():
             raise TypeError(f"invalid list index {i!r}")
         i = int(i)
-    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(items):
+    if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= int(i) < len(items):
         raise IndexError(i)
-    return items[i]
+    return items[int(i)]
 
 
 def index(container: Any, key: Any) -> Any:
