@@ -55,7 +55,7 @@ class Emitter:
         return str(method(node))
 
     def _literal(self, node: t.Literal) -> str:
-        if node.kind == "uint":  # a uint carries its type at run time (runtime.UInt)
+        if node.kind == "uint":  # a uint carries its type at run time (kinds.UInt)
             return f"_u64({node.value!r})"
         return self.const(node.value)
 
@@ -202,7 +202,7 @@ def _mentions_dyn(typ: str) -> bool:
 
 
 def _dynamic_relation(op: str, left: str, right: str) -> str:
-    """A relation on a value the checker saw as dyn follows CEL across kinds (runtime.equals):
+    """A relation on a value the checker saw as dyn follows CEL across kinds (kinds.equals, ...):
     Python's own would call true equal to 1 and order lists."""
     if op == "==":
         return f"_rt.equals({left}, {right})"
