@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kaipolicy.rules.kinds import UInt
+
 ArgValue = str | int | float | bool
 ARG_TYPES = ("int", "uint", "double", "bool", "string")
 _INT64 = (-(2**63), 2**63 - 1)
@@ -70,7 +72,7 @@ def _coerce_int(arg_type: str, value: Any) -> int:
     low, high = (0, 2**64 - 1) if arg_type == "uint" else _INT64
     if not low <= number <= high:
         raise ValueError(f"{value!r} is out of range for {arg_type}")
-    return number
+    return UInt(number) if arg_type == "uint" else number
 
 
 def check_value(arg: Argument, value: Any) -> ArgValue:

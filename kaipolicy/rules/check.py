@@ -28,6 +28,7 @@ ORDERED = NUMERIC | {"string", "bytes", "bool"}
 # Python's special names start with two underscores; no rule may spell one (see sandbox.py)
 RESERVED_PREFIX = "__"
 RESERVED_REASON = "names starting with '__' are reserved"
+MAP_KEYS = frozenset({"int", "uint", "bool", "string", "dyn"})
 _ARITH = {"-": NUMERIC, "*": NUMERIC, "/": NUMERIC, "%": frozenset({"int", "uint"})}
 
 
@@ -150,7 +151,23 @@ class Checker:
         values = [self._type(v) for _, v in node.entries]
         if any(k.vector or v.vector for k, v in node.entries):
             self._novector(node, "a map built from per-node values")
+        for (key, _), key_type in zip(node.entries, keys):
+            if key_type not in MAP_KEYS:
+                self._fail("E305", key.pos, f"a map key must be an int, uint, bool or string, not {key_type}")
+        self._repeated_keys(node)
         return f"map<{_common(keys)},{_common(values)}>"
+
+    def _repeated_keys(self, node: t.MapLit) -> None:
+        """A literal key given twice is an error (CEL's, at run time; here before it). 1 and 1u
+        are one key, true and 1 are two."""
+        seen: set[tuple[str, object]] = set()
+        for key, _ in node.entries:
+            if not isinstance(key, t.Literal) or key.kind not in MAP_KEYS:
+                continue
+            identity = ("number" if key.kind in ("int", "uint") else key.kind, key.value)
+            if identity in seen:
+                self._fail("E309", key.pos, f"the map literal repeats the key {key.value!r}")
+            seen.add(identity)
 
     def _unary(self, node: t.Unary) -> str:
         operand = self._type(node.operand)

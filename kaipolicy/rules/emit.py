@@ -25,7 +25,8 @@ HELPERS: dict[str, Any] = {
     "_exists": rt.exists, "_exists_one": rt.exists_one, "_each": rt.each, "_lidx": rt.list_index,
     "_matches": rt.matches, "_min": rt.min_, "_max": rt.max_, "_u64": rt.uint_check, "_i64": rt.int_check,
     "_to_int": rt.to_int, "_to_uint": rt.to_uint, "_to_double": rt.to_double, "_to_string": rt.to_string,
-    "_to_bool": rt.to_bool, "_to_bytes": rt.to_bytes, **SANDBOX_HELPERS,
+    "_to_bool": rt.to_bool, "_to_bytes": rt.to_bytes, "_equals": rt.equals, "_compare": rt.compare,
+    "_contains": rt.contains, "_new_map": rt.new_map, **SANDBOX_HELPERS,
 }
 CONVERT = {"int": "_to_int", "uint": "_to_uint", "double": "_to_double", "string": "_to_string",
            "bool": "_to_bool", "bytes": "_to_bytes", "dyn": ""}
@@ -77,6 +78,8 @@ class Emitter:
         return str(method(node))
 
     def _literal(self, node: t.Literal) -> str:
+        if node.kind == "uint":  # a uint carries its type at run time (kinds.UInt)
+            return f"_u64({node.value!r})"
         return self.const(node.value)
 
     def _ident(self, node: t.Ident) -> str:
@@ -111,15 +114,19 @@ class Emitter:
         operand, index = self.emit(node.operand), self.emit(node.index)
         if list_elem(node.operand.type) is not None:
             return f"_lidx({operand}, {index})"
-        if map_kv(node.operand.type) is not None:
+        kv = map_kv(node.operand.type)
+        if kv is not None and kv[0] == node.index.type != "dyn":
             return f"{operand}[{index}]"
-        return f"_idx({operand}, {index})"
+        return f"_idx({operand}, {index})"  # across kinds a Python dict would find true under 1
 
     def _listlit(self, node: t.ListLit) -> str:
         return "[" + ", ".join(self.emit(i) for i in node.items) + "]"
 
     def _maplit(self, node: t.MapLit) -> str:
-        return "{" + ", ".join(f"{self.emit(k)}: {self.emit(v)}" for k, v in node.entries) + "}"
+        if _plain_keys(node):
+            return "{" + ", ".join(f"{self.emit(k)}: {self.emit(v)}" for k, v in node.entries) + "}"
+        pairs = "".join(f"({self.emit(k)}, {self.emit(v)}), " for k, v in node.entries)
+        return f"_new_map(({pairs}))"
 
     def _unary(self, node: t.Unary) -> str:
         operand = self.emit(node.operand)
@@ -145,6 +152,8 @@ class Emitter:
         if op == "in" and rt_ == "dyn":
             return f"_in({left}, {right})"
         if op in ("==", "!=", "<", "<=", ">", ">=", "in"):
+            if _mentions_dyn(lt) or _mentions_dyn(rt_):
+                return _dynamic_relation(op, left, right)
             return f"({left} {op} {right})"
         return self._arith(op, left, right, lt if lt != "dyn" else rt_, lt == "dyn" or rt_ == "dyn")
 
@@ -159,10 +168,8 @@ class Emitter:
             # a call, not a walrus: `:=` is a SyntaxError inside a comprehension's iterable
             return f"_i64({left} {op} {right})"
         if typ == "uint":
-            if op == "/":
-                return f"_idiv({left}, {right})"
-            if op == "%":
-                return f"_imod({left}, {right})"
+            if op in "/%":
+                return f"_u64({'_idiv' if op == '/' else '_imod'}({left}, {right}))"
             return f"_u64({left} {op} {right})"
         return f"({left} {op} {right})"
 
@@ -220,11 +227,34 @@ class Emitter:
         return f"{helper}({args[0]})" if helper else args[0]
 
 
+def _plain_keys(node: t.MapLit) -> bool:
+    """Literal keys of one kind: the checker refused repeats, so a Python dict literal is exact
+    (bool beside int keys would merge in a dict, computed keys need run-time checks)."""
+    kinds = {k.kind if isinstance(k, t.Literal) else "" for k, _ in node.entries}
+    return len(kinds) <= 1 and "" not in kinds
+
+
+def _mentions_dyn(typ: str) -> bool:
+    return typ == "dyn" or "<dyn" in typ or ",dyn" in typ
+
+
+def _dynamic_relation(op: str, left: str, right: str) -> str:
+    """A relation on a value the checker saw as dyn follows CEL across kinds (kinds.equals, ...):
+    Python's own would call true equal to 1 and order lists."""
+    if op == "==":
+        return f"_equals({left}, {right})"
+    if op == "!=":
+        return f"(not _equals({left}, {right}))"
+    if op == "in":
+        return f"_contains({left}, {right})"
+    return f"_compare({op!r}, {left}, {right})"
+
+
 def can_fail(node: t.Expr) -> bool:
     """Whether evaluating `node` may raise (decides if `&&`/`||` need error absorption)."""
     if isinstance(node, _SAFE_LEAVES):
         return False
-    if isinstance(node, (t.Index, t.Call, t.Comprehension)):
+    if isinstance(node, (t.Index, t.Call, t.Comprehension)) or isinstance(node, t.MapLit) and not _plain_keys(node):
         return True
     if isinstance(node, t.Select) and node.operand.type in ("dyn",) or (
             isinstance(node, t.Select) and map_kv(node.operand.type) is not None):

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kaipolicy.errors import RuleError
+from kaipolicy.errors import InputError, RuleError
 from kaipolicy.rules.check import Checker
 from kaipolicy.rules.compile import compile_expression
 from kaipolicy.rules.diagnostics import ERROR, Diagnostic
@@ -36,6 +36,9 @@ def compile_text(text: str, variables: Mapping[str, str], vocabulary: Vocabulary
                  vector_names: frozenset[str] = frozenset()) -> Expression:
     """Compile `text` over typed `variables` (name -> type); callables take them in that order."""
     vocabulary = vocabulary or Vocabulary()
+    for name in variables:
+        if not name.isidentifier() or not name.isascii():
+            raise InputError(f"variable {name!r}: a variable's name must be a CEL identifier")
     try:
         tree = parse(text)
     except ParseError as err:

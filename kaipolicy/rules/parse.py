@@ -30,7 +30,7 @@ GRAMMAR = r"""
 ?unary: member
      | (BANG | MINUS) unary -> unary
 ?member: primary
-     | member "." IDENT -> select
+     | member "." (IDENT | QUOTED_FIELD) -> select
      | member "." IDENT "(" [args] ")" -> method
      | member LBRACK expr "]" -> index
 ?primary: IDENT -> ident
@@ -73,6 +73,7 @@ TRUE: "true"
 FALSE: "false"
 NULL: "null"
 IDENT: /[_a-zA-Z][_a-zA-Z0-9]*/
+QUOTED_FIELD: /`[_a-zA-Z0-9.\-\/ ]+`/
 FLOAT.3: /([0-9]+\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|\.[0-9]+([eE][+-]?[0-9]+)?)/
 UINT.3: /(0x[0-9a-fA-F]+|[0-9]+)[uU]/
 INT.2: /0x[0-9a-fA-F]+|[0-9]+/
@@ -88,6 +89,7 @@ INT64_MAX = 2**63 - 1
 # its own recursion and nesting limits; docs/policy-language.md states them with their codes.
 MAX_EXPRESSION_LENGTH = 10_000   # code points (E203)
 MAX_DEPTH = 50                   # levels of the expression tree; `a || b || c` is 3 deep (E202)
+_HEX = frozenset("0123456789abcdefABCDEF")
 _SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
                    "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
 
@@ -200,7 +202,8 @@ class _Build(lark.visitors.Transformer_NonRecursive[lark.Token, t.Expr]):
         return t.Unary(_pos(c[0]), op, operand)
 
     def select(self, c: list[Any]) -> t.Expr:
-        return t.Select(_pos(c[1]), c[0], str(c[1]))
+        name = str(c[1])  # a backquoted name (`content-type`) selects a map key that is no identifier
+        return t.Select(_pos(c[1]), c[0], name[1:-1] if name.startswith("`") else name)
 
     def index(self, c: list[Any]) -> t.Expr:
         return t.Index(_pos(c[1]), c[0], c[2])
@@ -262,9 +265,9 @@ class _Build(lark.visitors.Transformer_NonRecursive[lark.Token, t.Expr]):
         return t.Literal(_pos(c[0]), _unquote(str(c[0]), _pos(c[0])), "string")
 
     def bytes_lit(self, c: list[Any]) -> t.Expr:
-        text = str(c[0])
-        body = text[1:] if text[0] in "bB" else text[0] + text[2:]
-        return t.Literal(_pos(c[0]), _unquote(body, _pos(c[0])).encode("utf-8"), "bytes")
+        text = str(c[0])  # b'..', br'..' or rb'..': keep the r, drop the b
+        body, pos = (text[1:], _pos(c[0]) + 1) if text[0] in "bB" else (text[0] + text[2:], _pos(c[0]))
+        return t.Literal(_pos(c[0]), _unquote(body, pos, as_bytes=True), "bytes")
 
     def true_lit(self, c: list[Any]) -> t.Expr:
         return t.Literal(_pos(c[0]), True, "bool")
@@ -276,34 +279,64 @@ class _Build(lark.visitors.Transformer_NonRecursive[lark.Token, t.Expr]):
         return t.Literal(_pos(c[0]), None, "null")
 
 
-def _unquote(text: str, pos: int) -> str:
+def _unquote(text: str, pos: int, as_bytes: bool = False) -> str | bytes:
+    """The value of a string or bytes literal token (prefix letters already removed from `text`
+    except `r`); `pos` is the token's offset, for errors."""
     raw = text[0] in "rR"
-    body = text[1:] if raw else text
-    quote = 3 if body[:3] in ('"""', "'''") else 1
-    body = body[quote:-quote]
-    return body if raw else _unescape(body, pos)
+    start = 1 if raw else 0
+    quote = 3 if text[start:start + 3] in ('"""', "'''") else 1
+    body = text[start + quote:-quote]
+    if raw:
+        return body.encode("utf-8") if as_bytes else body
+    return _unescape(body, pos + start + quote, as_bytes)
 
 
-def _unescape(body: str, pos: int) -> str:
-    out: list[str] = []
+def _unescape(body: str, pos: int, as_bytes: bool) -> str | bytes:
+    """CEL escapes: in bytes, \\x, \\X and octal escapes are single octets (not UTF-8 of a
+    code point) and \\u, \\U are not allowed; in strings they are code points, no surrogates."""
+    out = bytearray() if as_bytes else None
+    text: list[str] = []
     i = 0
     while i < len(body):
         c = body[i]
         if c != "\\":
-            out.append(c)
-            i += 1
+            j = body.find("\\", i)
+            chunk = body[i:] if j < 0 else body[i:j]
+            if out is not None:
+                out += chunk.encode("utf-8")
+            else:
+                text.append(chunk)
+            i += len(chunk)
             continue
-        nxt = body[i + 1:i + 2]
-        if nxt in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[nxt])
-            i += 2
-        elif nxt in ("x", "u", "U"):
-            width = {"x": 2, "u": 4, "U": 8}[nxt]
-            out.append(chr(int(body[i + 2:i + 2 + width], 16)))
-            i += 2 + width
-        elif nxt.isdigit():
-            out.append(chr(int(body[i + 1:i + 4], 8)))
-            i += 4
+        code, width, octet = _escape(body, i, pos, as_bytes)
+        if out is not None:
+            out += bytes([code]) if octet else chr(code).encode("utf-8")
         else:
-            raise ParseError(pos, f"invalid escape sequence '\\{nxt}'")
-    return "".join(out)
+            text.append(chr(code))
+        i += width
+    return bytes(out) if out is not None else "".join(text)
+
+
+def _escape(body: str, i: int, pos: int, as_bytes: bool) -> tuple[int, int, bool]:
+    """(code, length of the escape, whether the code is one octet) for the escape at body[i]."""
+    nxt = body[i + 1:i + 2]
+    where = pos + i
+    if nxt in _SIMPLE_ESCAPES:
+        return ord(_SIMPLE_ESCAPES[nxt]), 2, False
+    if nxt in ("x", "X", "u", "U"):
+        width = {"x": 2, "X": 2, "u": 4, "U": 8}[nxt]
+        digits = body[i + 2:i + 2 + width]
+        if len(digits) != width or any(d not in _HEX for d in digits):
+            raise ParseError(where, f"'\\{nxt}' needs {width} hexadecimal digits")
+        if as_bytes and nxt in "uU":
+            raise ParseError(where, f"'\\{nxt}' escapes are not allowed in bytes literals")
+        code = int(digits, 16)
+        if nxt in "uU" and (0xD800 <= code <= 0xDFFF or code > 0x10FFFF):
+            raise ParseError(where, f"'\\{nxt}{digits}' is not a Unicode code point")
+        return code, 2 + width, as_bytes and nxt in "xX"
+    digits = body[i + 1:i + 4]
+    if len(digits) == 3 and digits[0] in "0123" and all(d in "01234567" for d in digits[1:]):
+        return int(digits, 8), 4, as_bytes
+    if nxt.isdigit():
+        raise ParseError(where, "an octal escape is three digits from \\000 to \\377")
+    raise ParseError(where, f"invalid escape sequence '\\{nxt}'")

@@ -8,20 +8,24 @@ rule can fail with at run time ends up as one EvalError naming the rule.
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from collections.abc import Callable, Iterable, Sized
 from functools import lru_cache
 from typing import Any, NoReturn
 
-import numpy as np
 import re2
 
 from kaipolicy.errors import KaipolicyError
+from kaipolicy.rules import kinds
 from kaipolicy.rules.cost import Meter, OverBudget
+from kaipolicy.rules.kinds import NUMBERS, UInt, kind
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 UINT_MAX = 2**64 - 1
 REGEX_MAX_MEM = 4 << 20   # bytes RE2 may use for one pattern (128 cached: at most 512 MiB in all)
-_NUMBERS = (int, float, np.integer, np.floating)
+# The cross-kind operators generated code calls as _rt.* where the checker saw dyn.
+equals, compare, contains, new_map = kinds.equals, kinds.compare, kinds.contains, kinds.new_map
 
 
 class EvalError(KaipolicyError, RuntimeError):
@@ -89,30 +93,22 @@ def neg(a: int) -> int:
     return -a if a != INT_MIN else overflow()
 
 
-def kind(value: Any) -> str:
-    """CEL kind of a run-time value, for the dynamically typed operators below."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "double"
-    return type(value).__name__
-
-
 def arith(op: str, a: Any, b: Any) -> Any:
     """`a op b` when the checker could not tell the operand types apart (dyn)."""
     ka, kb = kind(a), kind(b)
     if ka != kb:
         raise TypeError(f"no such overload: {ka} {op} {kb}")
-    if ka in ("int", "double") and op in "+-*":
+    if ka in NUMBERS and op in "+-*":
         result = a + b if op == "+" else a - b if op == "-" else a * b
+        if ka == "uint":
+            return uint_check(result)
         return result if ka == "double" or INT_MIN <= result <= INT_MAX else overflow()
-    if ka == "int" and op in "/%":
-        return idiv(a, b) if op == "/" else imod(a, b)
+    if ka in ("int", "uint") and op in "/%":
+        result = idiv(a, b) if op == "/" else imod(a, b)
+        return UInt(result) if ka == "uint" else result
     if ka == "double" and op == "/":
         return fdiv(a, b)
-    if op == "+" and ka in ("str", "bytes", "list"):
+    if op == "+" and ka in ("string", "bytes", "list"):
         return a + b
     raise TypeError(f"no such overload: {ka} {op} {kb}")
 
@@ -187,10 +183,14 @@ def exists_one(meter: Meter, unit: int, items: Sized, pred: Callable[[Any], Any]
     return sum(1 for item in each(meter, unit, items) if pred(item) is True) == 1
 
 
-def list_index(items: list[Any], i: int) -> Any:
-    if isinstance(i, bool) or not 0 <= i < len(items):
+def list_index(items: list[Any], i: Any) -> Any:
+    if isinstance(i, float):  # a dyn index: CEL takes a double that holds a whole number
+        if not i.is_integer():
+            raise TypeError(f"invalid list index {i!r}")
+        i = int(i)
+    if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= int(i) < len(items):
         raise IndexError(i)
-    return items[i]
+    return items[int(i)]
 
 
 class RegexError(ValueError):
@@ -231,72 +231,90 @@ def neg_dyn(value: Any) -> Any:
     raise TypeError(f"no such overload: -{kind(value)}")
 
 
-def _convertible(name: str, value: Any, *types: type) -> None:
-    """Conversions accept CEL values only: an object's repr never becomes a string."""
-    if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
-        raise TypeError(f"no such overload: {name}({kind(value)})")
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_DOUBLE_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
+
+
+def _no_overload(name: str, value: Any) -> NoReturn:
+    raise TypeError(f"no such overload: {name}({kind(value)})")
+
+
+def _out_of_range(value: Any, name: str) -> NoReturn:
+    raise OverflowError(f"integer overflow: {value!r} is out of {name} range")
+
+
+def _parse_whole(text: str, name: str) -> int:
+    if _INT_TEXT.fullmatch(text) is None:
+        raise ValueError(f"invalid {name} text {text!r}")
+    return int(text, 10)
 
 
 def to_int(value: Any) -> int:
-    n: int
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise ValueError("cannot convert a non-finite double to int")
-        n = math.trunc(value)
-    elif isinstance(value, str):
-        n = int(value, 10)
-    elif isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"no such overload: int({kind(value)})")
-    else:
-        n = value
+    k = kind(value)
+    if k == "double":
+        # -2^63 and 2^63 themselves are out: as doubles they stand for wider values too (cel-spec)
+        return math.trunc(float(value)) if -9.223372036854775808e18 < value < 9.223372036854775808e18 else \
+            _out_of_range(value, "int")
+    n = _parse_whole(value, "int") if k == "string" else int(value) if k in ("int", "uint") else \
+        _no_overload("int", value)
     return n if INT_MIN <= n <= INT_MAX else overflow()
 
 
 def to_uint(value: Any) -> int:
-    n: int
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise ValueError("cannot convert a non-finite double to uint")
-        n = math.trunc(value)
-    elif isinstance(value, str):
-        n = int(value, 10)
-    else:
-        _convertible("uint", value, int, np.integer)
-        n = int(value)
-    return n if 0 <= n <= UINT_MAX else overflow()
+    k = kind(value)
+    if k == "double":
+        return UInt(math.trunc(value)) if 0.0 <= value < 1.8446744073709551616e19 else _out_of_range(value, "uint")
+    n = _parse_whole(value, "uint") if k == "string" else int(value) if k in ("int", "uint") else \
+        _no_overload("uint", value)
+    return uint_check(n)
 
 
 def to_double(value: Any) -> float:
-    _convertible("double", value, *_NUMBERS, str)
-    return float(value)
+    k = kind(value)
+    if k == "string":
+        if _DOUBLE_TEXT.fullmatch(value) is None:
+            raise ValueError(f"invalid double text {value!r}")
+        return float(value)
+    if k in NUMBERS:
+        return float(value)
+    return _no_overload("double", value)
 
 
 def to_string(value: Any) -> str:
-    _convertible("string", value, bool, np.bool_, *_NUMBERS, str, bytes)
-    if isinstance(value, bool):
+    k = kind(value)
+    if k == "bool":
         return "true" if value else "false"
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, (float, np.floating)):
+    if k == "bytes":
+        return str(value.decode("utf-8"))  # invalid UTF-8 is an error, as in CEL
+    if k == "double":
         return repr(float(value))
-    return str(value)
+    if k in ("int", "uint"):
+        return str(int(value))
+    if k == "string":
+        return str(value)
+    return _no_overload("string", value)
 
 
 def to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    _convertible("bool", value, str)
-    text = str(value)
-    if text in ("true", "True", "TRUE", "t", "1"):
+    k = kind(value)
+    if k == "bool":
+        return bool(value)
+    if k != "string":
+        _no_overload("bool", value)
+    if value in ("true", "True", "TRUE", "t", "1"):
         return True
-    if text in ("false", "False", "FALSE", "f", "0"):
+    if value in ("false", "False", "FALSE", "f", "0"):
         return False
-    raise ValueError(f"cannot convert {text!r} to bool")
+    raise ValueError(f"cannot convert {value!r} to bool")
 
 
 def to_bytes(value: Any) -> bytes:
-    _convertible("bytes", value, str, bytes)
-    return value if isinstance(value, bytes) else value.encode("utf-8")
+    k = kind(value)
+    if k == "bytes":
+        return bytes(value)
+    if k == "string":
+        return str(value).encode("utf-8")
+    return _no_overload("bytes", value)
 
 
 def min_(*values: Any) -> Any:
@@ -313,8 +331,9 @@ def max_(*values: Any) -> Any:
     return max(items)
 
 
-def uint_check(value: int) -> int:
-    return value if 0 <= value <= UINT_MAX else overflow()
+def uint_check(value: int) -> UInt:
+    """A uint result: in range, and typed as a uint at run time."""
+    return UInt(value) if 0 <= value <= UINT_MAX else overflow()
 
 
 def int_check(value: int) -> int:

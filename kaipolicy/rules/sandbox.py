@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from kaipolicy.rules.kinds import has_key
+from kaipolicy.rules.runtime import list_index
 from kaipolicy.rules.vocabulary import TypeSpec
 
 # class -> {CEL field name -> Python attribute}: the vocabulary's declared fields, by class
@@ -73,12 +75,13 @@ def has(value: Any, name: str, fields: Fields) -> bool:
 
 
 def index(container: Any, key: Any) -> Any:
-    """`container[key]` on a dyn value: lists by int position, maps by key; nothing else."""
+    """`container[key]` on a dyn value: lists by int position (a double holding a whole number
+    too), maps by key (true is not 1, 1.0 finds 1); nothing else."""
     if isinstance(container, list):
-        if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < len(container):
-            raise IndexError(key)
-        return container[int(key)]
+        return list_index(container, key)
     if isinstance(container, dict):
+        if not has_key(container, key):
+            raise KeyError(key)
         return container[key]
     raise TypeError(f"no such overload: {cel_kind(container)}[{cel_kind(key)}]")
 
