@@ -149,12 +149,10 @@ class Emitter:
                 helper = "_and" if op == "&&" else "_or"
                 return f"{helper}(lambda: {left}, lambda: {right})"
             return f"({left} {'and' if op == '&&' else 'or'} {right})"
-        if op == "in" and rt_ == "dyn":
-            return f"_in({left}, {right})"
         if op in ("==", "!=", "<", "<=", ">", ">=", "in"):
-            if _mentions_dyn(lt) or _mentions_dyn(rt_):
-                return _dynamic_relation(op, left, right)
-            return f"({left} {op} {right})"
+            if _python_relation_is_exact(op, lt, rt_):
+                return f"({left} {op} {right})"
+            return _cel_relation(op, left, right)
         return self._arith(op, left, right, lt if lt != "dyn" else rt_, lt == "dyn" or rt_ == "dyn")
 
     def _arith(self, op: str, left: str, right: str, typ: str, dynamic: bool) -> str:
@@ -234,13 +232,24 @@ def _plain_keys(node: t.MapLit) -> bool:
     return len(kinds) <= 1 and "" not in kinds
 
 
-def _mentions_dyn(typ: str) -> bool:
-    return typ == "dyn" or "<dyn" in typ or ",dyn" in typ
+def _python_relation_is_exact(op: str, left: str, right: str) -> bool:
+    """Whether Python's own operator gives CEL's answer for these static types. Not across kinds
+    behind dyn (Python calls true equal to 1), and not on lists or maps: Python compares their
+    items by identity first, so a NaN would equal itself inside one (`[x] == [x]`, `x in [x]`)."""
+    if op == "in":
+        kv = map_kv(right)
+        items = kv[0] if kv is not None else list_elem(right)
+        return items is not None and items != "double" and _plain(items) and _plain(left)
+    return _plain(left) and _plain(right)
 
 
-def _dynamic_relation(op: str, left: str, right: str) -> str:
-    """A relation on a value the checker saw as dyn follows CEL across kinds (kinds.equals, ...):
-    Python's own would call true equal to 1 and order lists."""
+def _plain(typ: str) -> bool:
+    """A type whose values Python compares as CEL does: not dyn, not a list or a map."""
+    return typ != "dyn" and list_elem(typ) is None and map_kv(typ) is None
+
+
+def _cel_relation(op: str, left: str, right: str) -> str:
+    """A relation Python's operators would get wrong follows CEL across kinds (kinds.equals, ...)."""
     if op == "==":
         return f"_equals({left}, {right})"
     if op == "!=":
