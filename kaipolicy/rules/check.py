@@ -29,6 +29,7 @@ ORDERED = NUMERIC | {"string", "bytes", "bool"}
 RESERVED_PREFIX = "__"
 RESERVED_REASON = "names starting with '__' are reserved"
 MAP_KEYS = frozenset({"int", "uint", "bool", "string", "dyn"})
+FREE = "?"   # the element type of an empty list or map literal while literals unify (never escapes)
 _ARITH = {"-": NUMERIC, "*": NUMERIC, "/": NUMERIC, "%": frozenset({"int", "uint"})}
 
 
@@ -58,9 +59,10 @@ class Checker:
         self._problems: list[Problem] = []
         self._novec: Problem | None = None
         self._scopes: list[dict[str, str]] = []
+        self._patterns: dict[int, str] = {}   # literal node -> its type with free parameters left in
 
     def check(self, expr: t.Expr) -> Checked:
-        self._problems, self._novec, self._scopes = [], None, []
+        self._problems, self._novec, self._scopes, self._patterns = [], None, [], {}
         result = self._type(expr)
         return Checked(result, self._problems, self._novec)
 
@@ -141,21 +143,38 @@ class Checker:
         return self._fail("E305", node.pos, f"{operand} cannot be indexed")
 
     def _listlit(self, node: t.ListLit) -> str:
-        types = [self._type(item) for item in node.items]
+        for item in node.items:
+            self._type(item)
         if any(item.vector for item in node.items):
             self._novector(node, "a list built from per-node values")
-        return f"list<{_common(types)}>"
+        return self._literal_type(node, f"list<{self._items_pattern(node.items)}>")
 
     def _maplit(self, node: t.MapLit) -> str:
         keys = [self._type(k) for k, _ in node.entries]
-        values = [self._type(v) for _, v in node.entries]
+        for _, value in node.entries:
+            self._type(value)
         if any(k.vector or v.vector for k, v in node.entries):
             self._novector(node, "a map built from per-node values")
         for (key, _), key_type in zip(node.entries, keys):
             if key_type not in MAP_KEYS:
                 self._fail("E305", key.pos, f"a map key must be an int, uint, bool or string, not {key_type}")
         self._repeated_keys(node)
-        return f"map<{_common(keys)},{_common(values)}>"
+        pattern = (f"map<{self._items_pattern([k for k, _ in node.entries])},"
+                   f"{self._items_pattern([v for _, v in node.entries])}>")
+        return self._literal_type(node, pattern)
+
+    def _items_pattern(self, items: list[t.Expr]) -> str:
+        """The element type of a literal: its items' types unified, an empty literal's element
+        being a free type parameter (so `[[], [[1]]]` is a list<list<list<int>>>)."""
+        common: str | None = FREE
+        for item in items:
+            pattern = self._patterns.get(id(item), item.type)
+            common = _unify(common, pattern) if common is not None else None
+        return common or "dyn"
+
+    def _literal_type(self, node: t.Expr, pattern: str) -> str:
+        self._patterns[id(node)] = pattern
+        return pattern.replace(FREE, "dyn")  # a parameter nothing bound is dyn
 
     def _repeated_keys(self, node: t.MapLit) -> None:
         """A literal key given twice is an error (CEL's, at run time; here before it). 1 and 1u
@@ -319,13 +338,20 @@ def _vector_op(op: str, left: str, right: str) -> bool:
     return op != "in" and left in NUMERIC | {"dyn"} and right in NUMERIC | {"dyn"}
 
 
-def _common(types: list[str]) -> str:
-    if not types:
-        return "dyn"
-    common: str | None = types[0]
-    for other in types[1:]:
-        common = join(common, other) if common is not None else None
-    return common or "dyn"
+def _unify(a: str, b: str) -> str | None:
+    """Two literal items' types as one: a free parameter takes the other side, lists and maps
+    unify part by part, anything else joins (None: they do not agree)."""
+    if a == FREE or b == FREE:
+        return b if a == FREE else a
+    ea, eb = list_elem(a), list_elem(b)
+    if ea is not None and eb is not None:
+        elem = _unify(ea, eb)
+        return None if elem is None else f"list<{elem}>"
+    ka, kb = map_kv(a), map_kv(b)
+    if ka is not None and kb is not None:
+        key, value = _unify(ka[0], kb[0]), _unify(ka[1], kb[1])
+        return None if key is None or value is None else f"map<{key},{value}>"
+    return join(a, b)
 
 
 def _hint(word: str, known: set[str]) -> str:
