@@ -202,8 +202,8 @@ class Checker:
         common = join(then, other)
         if common is None:
             return self._fail("E305", node.pos, f"the branches of ?: differ: {then} and {other}")
-        if node.cond.vector and common not in ORDERED:
-            self._novector(node, f"?: choosing a {common} per node")
+        if node.cond.vector and (common not in ORDERED or cond != "bool"):
+            self._novector(node, f"?: choosing a {common} per node by a {cond}")
         return common
 
     def _binary(self, node: t.Binary) -> str:
@@ -331,8 +331,8 @@ def _reserved_name(node: t.Expr) -> str | None:
 
 
 def _vector_op(op: str, left: str, right: str) -> bool:
-    if op in ("&&", "||"):
-        return True
+    if op in ("&&", "||"):  # numpy's logical operators would take any truthy value for true
+        return left == right == "bool"
     if op in ("==", "!=", "<", "<=", ">", ">="):
         return left in ORDERED | {"dyn"} and right in ORDERED | {"dyn"}
     return op != "in" and left in NUMERIC | {"dyn"} and right in NUMERIC | {"dyn"}

@@ -25,7 +25,7 @@ HELPERS: dict[str, Any] = {
     "_exists": rt.exists, "_exists_one": rt.exists_one, "_each": rt.each, "_lidx": rt.list_index,
     "_matches": rt.matches, "_min": rt.min_, "_max": rt.max_, "_u64": rt.uint_check, "_i64": rt.int_check,
     "_to_int": rt.to_int, "_to_uint": rt.to_uint, "_to_double": rt.to_double, "_to_string": rt.to_string,
-    "_to_bool": rt.to_bool, "_to_bytes": rt.to_bytes, "_equals": rt.equals, "_compare": rt.compare,
+    "_to_bool": rt.to_bool, "_to_bytes": rt.to_bytes, "_truth": rt.truth, "_equals": rt.equals, "_compare": rt.compare,
     "_contains": rt.contains, "_new_map": rt.new_map, **SANDBOX_HELPERS,
 }
 CONVERT = {"int": "_to_int", "uint": "_to_uint", "double": "_to_double", "string": "_to_string",
@@ -139,13 +139,13 @@ class Emitter:
         return f"_dneg({operand})"
 
     def _cond(self, node: t.Cond) -> str:
-        return f"({self.emit(node.then)} if {self.emit(node.cond)} else {self.emit(node.other)})"
+        return f"({self.emit(node.then)} if {truth(node.cond, self.emit(node.cond))} else {self.emit(node.other)})"
 
     def _binary(self, node: t.Binary) -> str:
         left, right = self.emit(node.left), self.emit(node.right)
         op, lt, rt_ = node.op, node.left.type, node.right.type
         if op in ("&&", "||"):
-            if can_fail(node.left):
+            if can_fail(node.left) or not node.left.type == node.right.type == "bool":
                 helper = "_and" if op == "&&" else "_or"
                 return f"{helper}(lambda: {left}, lambda: {right})"
             return f"({left} {'and' if op == '&&' else 'or'} {right})"
@@ -188,9 +188,9 @@ class Emitter:
                 del self.names[node.var]
             else:
                 self.names[node.var] = saved
-        if node.macro in ("all", "exists", "exists_one"):
+        if node.macro in ("all", "exists", "exists_one"):  # these helpers check each result is a bool
             return f"_{node.macro}({charged}, lambda {var}: {pred})"
-        cond = f" if {pred}" if pred is not None else ""
+        cond = f" if {truth(node.pred, pred)}" if node.pred is not None and pred is not None else ""
         return f"[{result or var} for {var} in _each({charged}){cond}]"
 
     def _call(self, node: t.Call) -> str:
@@ -223,6 +223,11 @@ class Emitter:
             return f"_{name}({', '.join(args)})"
         helper = CONVERT[name]
         return f"{helper}({args[0]})" if helper else args[0]
+
+
+def truth(node: t.Expr, code: str) -> str:
+    """`code` as a condition (of `?:`, `filter`): a bool, never the truthiness of a dyn value."""
+    return code if node.type == "bool" else f"_truth({code})"
 
 
 def _plain_keys(node: t.MapLit) -> bool:

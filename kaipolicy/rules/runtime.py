@@ -113,48 +113,59 @@ def arith(op: str, a: Any, b: Any) -> Any:
     raise TypeError(f"no such overload: {ka} {op} {kb}")
 
 
-def and_(left: Callable[[], Any], right: Callable[[], Any]) -> Any:
-    """CEL `&&`: false wins over an error on either side (never over a spent budget)."""
+def and_(left: Callable[[], Any], right: Callable[[], Any]) -> bool:
+    """CEL `&&`: false on either side wins over an error (or a non-bool) on the other."""
+    return _logic(left, right, False)
+
+
+def or_(left: Callable[[], Any], right: Callable[[], Any]) -> bool:
+    """CEL `||`: true on either side wins over an error (or a non-bool) on the other."""
+    return _logic(left, right, True)
+
+
+def _logic(left: Callable[[], Any], right: Callable[[], Any], decisive: bool) -> bool:
+    first = _operand(left)
+    if first is decisive:
+        return decisive
+    second = _operand(right)
+    if second is decisive:
+        return decisive
+    for side in (first, second):
+        if isinstance(side, Exception):
+            raise side
+    return not decisive
+
+
+def _operand(side: Callable[[], Any]) -> bool | Exception:
+    """One side of `&&` or `||`: its bool, or the error it stands for (never a spent budget)."""
     try:
-        a = left()
+        value = side()
     except OverBudget:
         raise
-    except Exception:
-        if right() is False:
-            return False
-        raise
-    if a is False:
-        return False
-    b = right()
-    return b if a is True else _not_bool(a)
-
-
-def or_(left: Callable[[], Any], right: Callable[[], Any]) -> Any:
-    """CEL `||`: true wins over an error on either side (never over a spent budget)."""
+    except Exception as err:  # noqa: BLE001 - CEL absorbs it if the other side decides
+        return err
     try:
-        a = left()
-    except OverBudget:
-        raise
-    except Exception:
-        if right() is True:
-            return True
-        raise
-    if a is True:
-        return True
-    b = right()
-    return b if a is False else _not_bool(a)
+        return truth(value)
+    except TypeError as err:
+        return err
 
 
-def _not_bool(value: Any) -> Any:
+def truth(value: Any) -> bool:
+    """A value CEL uses as a bool (an operand of `&&`, `||`, `?:`, a macro's predicate): a
+    bool, never Python's truthiness of a number, string or list behind dyn."""
+    if value is True or value is False:
+        return value
+    if kind(value) == "bool":  # numpy's bool from a vocabulary function
+        return bool(value)
     raise TypeError(f"no such overload: {kind(value)} used as a bool")
 
 
 def _quantify(items: Iterable[Any], pred: Callable[[Any], Any], decisive: bool) -> bool:
-    """`decisive` as soon as one item gives it; an error counts only if none does (CEL)."""
+    """`decisive` as soon as one item gives it; an error (or a non-bool) counts only if none does (CEL)."""
     error: Exception | None = None
     for item in items:
         try:
-            if pred(item) is decisive:
+            if truth(pred(item)) is decisive:
                 return bool(decisive)
         except OverBudget:
             raise
@@ -180,7 +191,7 @@ def exists(meter: Meter, unit: int, items: Sized, pred: Callable[[Any], Any]) ->
 
 
 def exists_one(meter: Meter, unit: int, items: Sized, pred: Callable[[Any], Any]) -> bool:
-    return sum(1 for item in each(meter, unit, items) if pred(item) is True) == 1
+    return sum(1 for item in each(meter, unit, items) if truth(pred(item))) == 1
 
 
 def list_index(items: list[Any], i: Any) -> Any:
