@@ -11,6 +11,7 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Iterable, Sized
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any, NoReturn
 
@@ -298,12 +299,33 @@ def to_string(value: Any) -> str:
     if k == "bytes":
         return str(value.decode("utf-8"))  # invalid UTF-8 is an error, as in CEL
     if k == "double":
-        return repr(float(value))
+        return double_text(float(value))
     if k in ("int", "uint"):
         return str(int(value))
     if k == "string":
         return str(value)
     return _no_overload("string", value)
+
+
+def double_text(value: float) -> str:
+    """A double as cel-go prints it (Go's %g): the fewest digits that read back as the same
+    double, in exponent form below 1e-4 and from 1e6 on: 1, 0.5, 100000, 1e+06, 1.5e-05, NaN, +Inf."""
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    if value == 0:
+        return sign + "0"
+    shortest = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(map(str, shortest.digits))
+    point = len(digits) + int(shortest.exponent)   # digits before the decimal point
+    if not -4 <= point - 1 < 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if point < 1 else '+'}{abs(point - 1):02d}"
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return sign + digits + "0" * (point - len(digits))
+    return f"{sign}{digits[:point]}.{digits[point:]}"
 
 
 def to_bool(value: Any) -> bool:
