@@ -35,7 +35,7 @@ GRAMMAR = r"""
      | member LBRACK expr "]" -> index
 ?primary: IDENT -> ident
      | "."? IDENT "(" [args] ")" -> call
-     | "(" expr ")"
+     | "(" expr ")" -> group
      | LBRACK [items] "]" -> list_lit
      | LBRACE [entries] "}" -> map_lit
      | UINT -> uint_lit
@@ -189,6 +189,16 @@ class _Build(lark.visitors.Transformer_NonRecursive[lark.Token, t.Expr]):
     method shadows the builtin `list` the annotations use.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        # Keyed by id(), so each entry holds its node too: a freed node's id may come back.
+        self._grouped: dict[int, t.Expr] = {}   # nodes written in parentheses
+        self._signed: dict[int, tuple[t.Literal, t.Literal, int]] = {}  # `-5`: (itself, `5`, the minus's offset)
+
+    def group(self, c: list[Any]) -> t.Expr:
+        self._grouped[id(c[0])] = c[0]
+        return cast(t.Expr, c[0])
+
     def cond(self, c: list[Any]) -> t.Expr:
         return t.Cond(_pos(c[1]), c[0], c[2], c[3])
 
@@ -196,10 +206,20 @@ class _Build(lark.visitors.Transformer_NonRecursive[lark.Token, t.Expr]):
         return t.Binary(_pos(c[1]), str(c[1]), c[0], c[2])
 
     def unary(self, c: list[Any]) -> t.Expr:
-        op, operand = str(c[0]), c[1]
-        if op == "-" and isinstance(operand, t.Literal) and operand.kind in ("int", "double"):
-            return t.Literal(_pos(c[0]), -operand.value, operand.kind)
-        return t.Unary(_pos(c[0]), op, operand)
+        """As in CEL's grammar, one minus right before a number is the literal's sign (so
+        `-9223372036854775808` is an int), but not a minus before `(5)` nor one of several (`--5`)."""
+        op, operand, pos = str(c[0]), c[1], _pos(c[0])
+        if op != "-" or not isinstance(operand, t.Literal) or self._grouped.get(id(operand)) is operand:
+            return t.Unary(pos, op, operand)
+        signed = self._signed.get(id(operand))
+        if signed is not None and signed[0] is operand:
+            _, unsigned, inner = signed
+            return t.Unary(pos, op, t.Unary(inner, op, unsigned))
+        if operand.kind not in ("int", "double"):
+            return t.Unary(pos, op, operand)
+        literal = t.Literal(pos, -operand.value, operand.kind)
+        self._signed[id(literal)] = (literal, operand, pos)
+        return literal
 
     def select(self, c: list[Any]) -> t.Expr:
         name = str(c[1])  # a backquoted name (`content-type`) selects a map key that is no identifier
