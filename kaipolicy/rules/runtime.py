@@ -72,7 +72,8 @@ def idiv(a: int, b: int) -> int:
         raise ZeroDivisionError("division by zero")
     q = abs(a) // abs(b)
     q = q if (a < 0) == (b < 0) else -q
-    return q if q <= INT_MAX else overflow()
+    # Past INT_MAX only as -2^63 / -1 (an int overflow) or as a uint quotient (a uint divisor is positive)
+    return q if q <= INT_MAX or b > 0 else overflow()
 
 
 def imod(a: int, b: int) -> int:
