@@ -244,7 +244,8 @@ def neg_dyn(value: Any) -> Any:
     raise TypeError(f"no such overload: -{kind(value)}")
 
 
-_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+# Decimal digits, as cel-go reads them (Go's ParseInt and ParseUint): a uint takes no sign at all.
+_WHOLE_TEXT = {"int": re.compile(r"[+-]?[0-9]+"), "uint": re.compile(r"[0-9]+")}
 _DOUBLE_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
 
 
@@ -257,7 +258,7 @@ def _out_of_range(value: Any, name: str) -> NoReturn:
 
 
 def _parse_whole(text: str, name: str) -> int:
-    if _INT_TEXT.fullmatch(text) is None:
+    if _WHOLE_TEXT[name].fullmatch(text) is None:
         raise ValueError(f"invalid {name} text {text!r}")
     return int(text, 10)
 
