@@ -79,6 +79,8 @@ def idiv(a: int, b: int) -> int:
 def imod(a: int, b: int) -> int:
     if b == 0:
         raise ZeroDivisionError("modulus by zero")
+    if b == -1 and a == INT_MIN:  # as -2^63 / -1 overflows, so does its remainder (cel-go, cel-cpp)
+        overflow()
     r = abs(a) % abs(b)
     return -r if a < 0 else r
 
