@@ -147,7 +147,7 @@ class Checker:
             self._type(item)
         if any(item.vector for item in node.items):
             self._novector(node, "a list built from per-node values")
-        return self._literal_type(node, f"list<{self._items_pattern(node.items)}>")
+        return self._with_pattern(node, f"list<{self._items_pattern(node.items)}>")
 
     def _maplit(self, node: t.MapLit) -> str:
         keys = [self._type(k) for k, _ in node.entries]
@@ -161,18 +161,21 @@ class Checker:
         self._repeated_keys(node)
         pattern = (f"map<{self._items_pattern([k for k, _ in node.entries])},"
                    f"{self._items_pattern([v for _, v in node.entries])}>")
-        return self._literal_type(node, pattern)
+        return self._with_pattern(node, pattern)
 
     def _items_pattern(self, items: list[t.Expr]) -> str:
         """The element type of a literal: its items' types unified, an empty literal's element
         being a free type parameter (so `[[], [[1]]]` is a list<list<list<int>>>)."""
         common: str | None = FREE
         for item in items:
-            pattern = self._patterns.get(id(item), item.type)
-            common = _unify(common, pattern) if common is not None else None
+            common = _unify(common, self._pattern(item)) if common is not None else None
         return common or "dyn"
 
-    def _literal_type(self, node: t.Expr, pattern: str) -> str:
+    def _pattern(self, node: t.Expr) -> str:
+        """A node's type with the free parameters of the empty literals in it left in."""
+        return self._patterns.get(id(node), node.type)
+
+    def _with_pattern(self, node: t.Expr, pattern: str) -> str:
         self._patterns[id(node)] = pattern
         return pattern.replace(FREE, "dyn")  # a parameter nothing bound is dyn
 
@@ -199,9 +202,10 @@ class Checker:
         cond, then, other = self._type(node.cond), self._type(node.then), self._type(node.other)
         if not assignable("bool", cond):
             self._fail("E305", node.pos, f"the condition of ?: must be a bool, not {cond}")
-        common = join(then, other)
-        if common is None:
+        pattern = _unify(self._pattern(node.then), self._pattern(node.other))
+        if pattern is None:
             return self._fail("E305", node.pos, f"the branches of ?: differ: {then} and {other}")
+        common = self._with_pattern(node, pattern)
         if node.cond.vector and (common not in ORDERED or cond != "bool"):
             self._novector(node, f"?: choosing a {common} per node by a {cond}")
         return common
@@ -237,12 +241,13 @@ class Checker:
         return self._fail("E305", node.pos, f"operator {op!r} does not apply to {left} and {right}")
 
     def _plus(self, node: t.Binary, left: str, right: str) -> str:
+        if list_elem(left) is not None and list_elem(right) is not None:
+            pattern = _unify(self._pattern(node.left), self._pattern(node.right))
+            if pattern is not None:  # the more general element type: [1, 'a'] + [2] is a list<dyn>
+                return self._with_pattern(node, pattern)
         common = join(left, right)
         if common is not None and (common in NUMERIC | {"string", "bytes", "dyn"} or list_elem(common)):
             return common if common != "dyn" else (left if left != "dyn" else right)
-        le, re_ = list_elem(left), list_elem(right)
-        if le is not None and re_ is not None:
-            return "list<dyn>"
         return self._fail("E305", node.pos, f"operator '+' does not apply to {left} and {right}")
 
     def _comprehension(self, node: t.Comprehension) -> str:
@@ -339,8 +344,9 @@ def _vector_op(op: str, left: str, right: str) -> bool:
 
 
 def _unify(a: str, b: str) -> str | None:
-    """Two literal items' types as one: a free parameter takes the other side, lists and maps
-    unify part by part, anything else joins (None: they do not agree)."""
+    """Two types as one (items of a literal, branches of ?:, lists joined by +): a free parameter
+    takes the other side, lists and maps unify part by part, and elsewhere dyn wins (the more
+    general type: a value typed by the result never leaks); None when they do not agree."""
     if a == FREE or b == FREE:
         return b if a == FREE else a
     ea, eb = list_elem(a), list_elem(b)

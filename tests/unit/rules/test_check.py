@@ -1,10 +1,12 @@
-"""The checker's types for literals: an empty list or map literal's element is a free type
-parameter that the other items bind, as in cel-spec; items of different types make dyn."""
+"""The checker's types for literals, `?:` and list `+`: an empty list or map literal's element is
+a free type parameter that the other side binds, as in cel-spec; elsewhere the more general type
+wins (dyn), so no value is ever typed narrower than it is."""
 
 from __future__ import annotations
 
 import pytest
 
+from kaipolicy.errors import RuleError
 from kaipolicy.rules.expression import compile_text
 
 
@@ -25,3 +27,25 @@ from kaipolicy.rules.expression import compile_text
 ])
 def test_a_literal_is_typed_by_unifying_its_items(expr: str, checked: str) -> None:
     assert compile_text(expr, {}).type == checked
+
+
+@pytest.mark.parametrize(("expr", "checked"), [
+    ("[] + [1]", "list<int>"),
+    ("([] + []) + [1u]", "list<uint>"),
+    ("[1, 'a'] + [2]", "list<dyn>"),            # was list<int>, holding 'a'
+    ("[2] + [1, 'a']", "list<dyn>"),
+    ("[1] + [dyn('a')]", "list<dyn>"),
+    ("true ? [] : [1]", "list<int>"),
+    ("true ? [1] : [dyn('a')]", "list<dyn>"),
+    ("true ? {} : {'a': [1.5]}", "map<string,list<double>>"),
+    ("true ? 1 : dyn('a')", "dyn"),
+])
+def test_branches_and_joined_lists_take_the_more_general_type(expr: str, checked: str) -> None:
+    assert compile_text(expr, {}).type == checked
+
+
+@pytest.mark.parametrize("expr", ["[1] + ['a']", "[1] + [1.0]", "true ? 1 : 'a'"])
+def test_lists_of_different_types_do_not_join(expr: str) -> None:
+    with pytest.raises(RuleError) as info:
+        compile_text(expr, {})
+    assert [d.code for d in info.value.diagnostics] == ["E305"]
