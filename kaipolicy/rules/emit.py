@@ -28,6 +28,10 @@ HELPERS: dict[str, Any] = {
     "_to_bool": rt.to_bool, "_to_bytes": rt.to_bytes, "_truth": rt.truth, "_equals": rt.equals, "_compare": rt.compare,
     "_contains": rt.contains, "_new_map": rt.new_map, **SANDBOX_HELPERS,
 }
+# Helpers for values the checker saw as dyn (CEL's rules across kinds, bools that must be bools,
+# the sandbox's accessors): typed code never needs them, and the default bundle calls none.
+DYNAMIC_HELPERS = frozenset({"_dneg", "_arith", "_truth", "_equals", "_compare", "_contains", "_new_map",
+                             "_sel", "_has", "_idx", "_size", "_iter", "_str", "_bool"})
 CONVERT = {"int": "_to_int", "uint": "_to_uint", "double": "_to_double", "string": "_to_string",
            "bool": "_to_bool", "bytes": "_to_bytes", "dyn": ""}
 METER = "_m"          # the generated name of the evaluation's budget (see cost.Meter)
