@@ -336,11 +336,13 @@ def _reserved_name(node: t.Expr) -> str | None:
 
 
 def _vector_op(op: str, left: str, right: str) -> bool:
-    if op in ("&&", "||"):  # numpy's logical operators would take any truthy value for true
+    """Whether numpy's operator is CEL's here: on typed operands only, since numpy would take
+    any truthy value for true and compare or add a bool as a number (`dyn(false) == 0.0`)."""
+    if op in ("&&", "||"):
         return left == right == "bool"
     if op in ("==", "!=", "<", "<=", ">", ">="):
-        return left in ORDERED | {"dyn"} and right in ORDERED | {"dyn"}
-    return op != "in" and left in NUMERIC | {"dyn"} and right in NUMERIC | {"dyn"}
+        return left in ORDERED and right in ORDERED
+    return op != "in" and left in NUMERIC and right in NUMERIC
 
 
 def _unify(a: str, b: str) -> str | None:
