@@ -149,7 +149,7 @@ class Emitter:
         left, right = self.emit(node.left), self.emit(node.right)
         op, lt, rt_ = node.op, node.left.type, node.right.type
         if op in ("&&", "||"):
-            if can_fail(node.left) or not node.left.type == node.right.type == "bool":
+            if can_fail(node.left) or node.left.type != "bool" or node.right.type != "bool":
                 helper = "_and" if op == "&&" else "_or"
                 return f"{helper}(lambda: {left}, lambda: {right})"
             return f"({left} {'and' if op == '&&' else 'or'} {right})"
