@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import re
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from kaipolicy.framework.config import DEFAULT_PLUGINS, Params, SchedulerConfig
 from kaipolicy.framework.session import GpuView
 from kaipolicy.framework.tasks import init_request_quantities
 from kaipolicy.rules import BoundRule, Bundle, load_bundle
-from kaipolicy.rules.emit import DYNAMIC_HELPERS, HELPERS
 from kaipolicy.rules.standard import VOCABULARY
 
 POLICIES = Path(__file__).resolve().parents[3] / "policies"
@@ -569,12 +567,3 @@ def test_no_default_rule_errors_while_a_default_session_allocates_the_sample_wor
         allocate(w.session)
         assert w.session.errors == []
         assert any(t.status != Status.PENDING for j in w.cluster.jobs.values() for t in j.tasks.values())
-
-
-def test_the_default_bundle_runs_typed_code_only() -> None:
-    """Its rules are typed throughout, so none of its generated code goes through the slower
-    helpers that give CEL's semantics to values behind dyn (the hot path stays plain Python)."""
-    assert DYNAMIC_HELPERS <= HELPERS.keys()
-    called = {name for plugin in bundle().plugins.values() for rule in plugin.rules
-              for name in re.findall(r"\b_[a-z][a-z0-9_]*\b", rule.source)}
-    assert called & DYNAMIC_HELPERS == set()
