@@ -64,7 +64,8 @@ class Checker:
     def check(self, expr: t.Expr) -> Checked:
         self._problems, self._novec, self._scopes, self._patterns = [], None, [], {}
         result = self._type(expr)
-        return Checked(result, self._problems, self._novec)
+        # An expression with errors compiles to nothing: whether it could vectorise is moot.
+        return Checked(result, self._problems, None if self._problems else self._novec)
 
     def _fail(self, code: str, pos: int, message: str) -> str:
         self._problems.append(Problem(code, pos, message))

@@ -5,9 +5,12 @@ wins (dyn), so no value is ever typed narrower than it is."""
 from __future__ import annotations
 
 import pytest
+from rules_fixtures import make_vocabulary
 
 from kaipolicy.errors import RuleError
+from kaipolicy.rules.check import Checker
 from kaipolicy.rules.expression import compile_text
+from kaipolicy.rules.parse import parse
 
 
 @pytest.mark.parametrize(("expr", "checked"), [
@@ -49,3 +52,11 @@ def test_lists_of_different_types_do_not_join(expr: str) -> None:
     with pytest.raises(RuleError) as info:
         compile_text(expr, {})
     assert [d.code for d in info.value.diagnostics] == ["E305"]
+
+
+def test_an_expression_with_errors_gets_no_vectorisation_warning_besides() -> None:
+    checker = Checker(make_vocabulary(), {"task": "Task", "node": "Node"}, vector_names=frozenset({"node"}))
+    broken = checker.check(parse("node.idleGpus < task.gpuz"))     # the unknown field is dyn
+    assert [p.code for p in broken.problems] == ["E302"] and broken.not_vectorizable is None
+    scalar_only = checker.check(parse("node.idleGpus < dyn(task.gpus)"))
+    assert scalar_only.problems == [] and scalar_only.not_vectorizable is not None
