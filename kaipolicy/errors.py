@@ -2,7 +2,10 @@
 
     KaipolicyError                 (Exception)  everything we raise on purpose
     ├── InputError                 (ValueError) bad input a person can fix
-    │   ├── ScenarioError                       a scenario file: file + key path
+    │   ├── YamlError                           a YAML text refused before its content is read
+    │   │                                       (size, encoding, syntax, aliases, depth, keys):
+    │   │                                       file + line:column
+    │   ├── ScenarioError                       a scenario file: file + key path (+ line:column)
     │   ├── RuleError                           rule files: carries every Diagnostic
     │   └── ConfigError                         scheduler configuration (tiers, arguments)
     ├── StatementError             (RuntimeError) an operation the session state forbids
@@ -25,14 +28,37 @@ class InputError(KaipolicyError, ValueError):
     """Input a person wrote is wrong; the message says where."""
 
 
-class ScenarioError(InputError):
-    """A scenario file is malformed; names the file and the key path."""
+def _place(file: str, line: int, column: int) -> str:
+    """`file:line:column`, or less when the place is not known (0)."""
+    if not line:
+        return file
+    return f"{file}:{line}:{column}" if column else f"{file}:{line}"
 
-    def __init__(self, file: str, path: str, message: str) -> None:
+
+class YamlError(InputError):
+    """A YAML text was refused as text (too large, not UTF-8, malformed, aliases, too deep,
+    duplicate keys...); `code` names the kind of problem, `line`/`column` are 1-based (0: unknown)."""
+
+    def __init__(self, file: str, code: str, message: str, line: int = 0, column: int = 0) -> None:
+        self.file = file
+        self.code = code
+        self.message = message
+        self.line = line
+        self.column = column
+        super().__init__(f"{_place(file, line, column)}: {message}")
+
+
+class ScenarioError(InputError):
+    """A scenario file is malformed; names the file, the key path and, when known, the line."""
+
+    def __init__(self, file: str, path: str, message: str, line: int = 0, column: int = 0) -> None:
         self.file = file
         self.path = path
-        where = f"{file}: {path}" if path else file
-        super().__init__(f"{where}: {message}")
+        self.message = message
+        self.line = line
+        self.column = column
+        where = _place(file, line, column)
+        super().__init__(f"{where}: {path}: {message}" if path else f"{where}: {message}")
 
 
 class RuleError(InputError):
