@@ -55,10 +55,9 @@ def test_a_rule_broken_in_a_file_names_its_line_column_and_key_path(
 def test_warnings_carry_the_line_of_their_key_path(tmp_path: Path) -> None:
     path = tmp_path / "gang.yaml"
     path.write_text(SMALL.replace("  tasks:", "  minAvailable: 2\n  tasks:"))
-    assert load_scenario(path).warnings == [
-        ("jobs[j0].minAvailable (line 10)",
-         "minAvailable 2 is more than the job's 1 task(s): the job waits for pods that do not exist and is never "
-         "scheduled")]
+    message = ("minAvailable 2 is more than the job's 1 task(s): the job waits for pods that do not exist and is "
+               "never scheduled")
+    assert load_scenario(path).warnings == [("jobs[j0].minAvailable (line 10)", message)]
 
 
 def test_tasks_written_with_an_alias_settle_each_on_their_own(tmp_path: Path) -> None:
