@@ -2,10 +2,10 @@
 
     KaipolicyError                 (Exception)  everything we raise on purpose
     ├── InputError                 (ValueError) bad input a person can fix
-    │   ├── YamlError                           a YAML text refused before its content is read
-    │   │                                       (size, encoding, syntax, aliases, depth, keys):
-    │   │                                       file + line:column
-    │   ├── ScenarioError                       a scenario file: file + key path (+ line:column)
+    │   ├── PlacedError                         at a place in a file: file, line:column, key path
+    │   │   ├── YamlError                       a YAML text refused before its content is read
+    │   │   │                                   (size, encoding, syntax, aliases, depth, keys)
+    │   │   └── ScenarioError                   a scenario file: key path (+ line:column)
     │   ├── RuleError                           rule files: carries every Diagnostic
     │   └── ConfigError                         scheduler configuration (tiers, arguments)
     ├── StatementError             (RuntimeError) an operation the session state forbids
@@ -28,37 +28,34 @@ class InputError(KaipolicyError, ValueError):
     """Input a person wrote is wrong; the message says where."""
 
 
-def _place(file: str, line: int, column: int) -> str:
-    """`file:line:column`, or less when the place is not known (0)."""
-    if not line:
-        return file
-    return f"{file}:{line}:{column}" if column else f"{file}:{line}"
+class PlacedError(InputError):
+    """Bad input at a place in a file: `file`, 1-based `line` and `column` (0 when not known), and
+    for a structured document the key `path`. The message starts with `file:line:column: path: `."""
 
-
-class YamlError(InputError):
-    """A YAML text was refused as text (too large, not UTF-8, malformed, aliases, too deep,
-    duplicate keys...); `code` names the kind of problem, `line`/`column` are 1-based (0: unknown)."""
-
-    def __init__(self, file: str, code: str, message: str, line: int = 0, column: int = 0) -> None:
-        self.file = file
-        self.code = code
-        self.message = message
-        self.line = line
-        self.column = column
-        super().__init__(f"{_place(file, line, column)}: {message}")
-
-
-class ScenarioError(InputError):
-    """A scenario file is malformed; names the file, the key path and, when known, the line."""
-
-    def __init__(self, file: str, path: str, message: str, line: int = 0, column: int = 0) -> None:
+    def __init__(self, file: str, message: str, line: int = 0, column: int = 0, path: str = "") -> None:
         self.file = file
         self.path = path
         self.message = message
         self.line = line
         self.column = column
-        where = _place(file, line, column)
+        where = f"{file}:{line}:{column}" if line and column else f"{file}:{line}" if line else file
         super().__init__(f"{where}: {path}: {message}" if path else f"{where}: {message}")
+
+
+class YamlError(PlacedError):
+    """A YAML text was refused as text (too large, not UTF-8, malformed, aliases, too deep,
+    duplicate keys...); `code` names the kind of problem."""
+
+    def __init__(self, file: str, code: str, message: str, line: int = 0, column: int = 0) -> None:
+        self.code = code
+        super().__init__(file, message, line, column)
+
+
+class ScenarioError(PlacedError):
+    """A scenario file is malformed; names the file, the key path and, when known, the line."""
+
+    def __init__(self, file: str, path: str, message: str, line: int = 0, column: int = 0) -> None:
+        super().__init__(file, message, line, column, path)
 
 
 class RuleError(InputError):
