@@ -18,6 +18,9 @@ NODE_HOLDING_STATES = frozenset({"Running", "Releasing", "Pipelined", "Binding",
 MAX_NUMBER = 2**53
 #: Queue parents and subgroup parents: deeper trees are refused (real ones have 2 to 4 levels).
 MAX_TREE_DEPTH = 16
+#: cycles x (nodes + pods): a run's work grows with both, and a small file asking for a thousand
+#: cycles of a thousand pods would take minutes (1000 cycles of 100 objects, 10 of 10,000 fit).
+MAX_CYCLE_WORK = 100_000
 
 
 class Problem(Exception):
@@ -86,8 +89,16 @@ def check_references(doc: dict[str, Any]) -> None:
     task_names: dict[str, str] = {}
     for i, job in enumerate(jobs):
         _check_job(job, elem("jobs", job, i), queue_names, node_names, topo_levels, task_names)
+    _check_work(doc.get("cycles", 1), len(nodes) + len(task_names))
     # `expect` names are not cross-checked: the reference's tests name some tasks that do not
     # exist (their check is then vacuous), and the scenarios copy them faithfully.
+
+
+def _check_work(cycles: int, objects: int) -> None:
+    if cycles > 1 and cycles * objects > MAX_CYCLE_WORK:
+        raise Problem("cycles", f"{cycles} cycles of {objects} nodes and pods make {cycles * objects:,} node- and "
+                                f"pod-cycles, over the limit of {MAX_CYCLE_WORK:,}: run at most "
+                                f"{max(1, MAX_CYCLE_WORK // objects)} cycles of this cluster")
 
 
 def _check_tree(parents: dict[str, str | None], name: str, where: str, what: str, ok: set[str]) -> None:

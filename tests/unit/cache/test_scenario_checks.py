@@ -41,6 +41,9 @@ REFUSED: list[tuple[str, dict[str, Any], str, str]] = [
      "1e+300 is out of range"),
     ("a 40-digit integer", doc(jobs=[job("j", priority=10**40)]), "jobs[j].priority", "a 41-digit number"),
     ("cycles past 1000", doc(cycles=1001), "cycles", "expected a number <= 1000, got 1001"),
+    ("a thousand cycles of 201 nodes and pods", doc([node(f"n{i}") for i in range(200)], cycles=1000), "cycles",
+     "1000 cycles of 201 nodes and pods make 201,000 node- and pod-cycles, over the limit of 100,000: run at "
+     "most 497 cycles"),
     ("1.5 GPUs", doc(jobs=[job("j", perTask=per_task(gpus=1.5))]), "jobs[j].perTask.gpus",
      "expected a whole number of GPUs above 1, got 1.5"),
     ("1.5 GPUs in a task's resources", doc(jobs=[job("j", tasks=[{"state": "Pending", "resources": {"gpus": 2.5}}])]),
@@ -104,6 +107,8 @@ ACCEPTED = [
     ("a long queue chain within the limit", doc(queues=[{"name": f"q{i}", **({"parent": f"q{i - 1}"} if i else {})}
                                                         for i in range(15)], jobs=[job("j", queue="q14")])),
     ("1000 cycles", doc(cycles=1000)),
+    ("1000 cycles of 100 nodes and pods", doc([node(f"n{i}") for i in range(99)], cycles=1000)),
+    ("one cycle of 200,000 nodes and pods", doc([{"name": f"n{i}"} for i in range(200_000)])),
     ("2^53 bytes", doc([node("n0", memoryBytes=MAX_NUMBER)])),
 ]
 
