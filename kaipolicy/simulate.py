@@ -14,7 +14,7 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
 from kaipolicy.cycle import paused_gc, run_cycle
-from kaipolicy.errors import ConfigError, RuleError, ScenarioError
+from kaipolicy.errors import ConfigError, RuleError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
 from kaipolicy.framework.outcome import EvictionRecord
@@ -56,7 +56,7 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
         try:
             result = run_cycle(cluster, config, bundle, audit, vectorize)
         except (ConfigError, RuleError) as e:
-            raise ScenarioError(scenario.file, "config", str(e)) from e
+            raise scenario.error("config", str(e)) from e
         ssn = result.session
         evictions.extend((i + 1, e) for e in ssn.evictions)
         per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),

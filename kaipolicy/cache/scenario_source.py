@@ -51,9 +51,15 @@ class Scenario:
     now: float = 0.0
     # (key path, message): legal but hardly meant (docs/scenarios.md); reports print them
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    text: str | None = field(default=None, repr=False)   # the file's text, to place later errors
 
     def snapshot(self) -> ClusterInfo:
         return _build(self)
+
+    def error(self, path: str, message: str) -> ScenarioError:
+        """A ScenarioError at `path` (a rendered key path), with its line when the text is known."""
+        place = yamlsafe.positions(self.text, [keys(self.doc, path)])[0] if self.text is not None else None
+        return ScenarioError(self.file, path, message, *(place or (0, 0)))
 
     def settle(self, cluster: ClusterInfo) -> None:
         _settle(self, cluster)
@@ -80,6 +86,7 @@ def load_scenario(path: str | Path) -> Scenario:
             raise
         place = yamlsafe.positions(text, [keys(doc, e.path)])[0] if doc is not None else None
         raise ScenarioError(file, e.path, e.message, *(place or (1, 1))) from None
+    scn.text = text
     if scn.warnings:
         places = yamlsafe.positions(text, [keys(doc, path) for path, _ in scn.warnings])
         scn.warnings = [(f"{path} (line {place[0]})" if place else path, message)
