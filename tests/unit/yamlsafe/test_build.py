@@ -1,12 +1,9 @@
-"""YAML as untrusted input: the same data as PyYAML's safe loader, or a refusal with its place."""
+"""yamlsafe.build: the same data as PyYAML's safe loader, or a refusal with its kind and place."""
 
 from __future__ import annotations
 
-import codecs
-import datetime
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,94 +110,3 @@ def test_the_billion_laughs_is_refused_in_milliseconds() -> None:
     with pytest.raises(YamlError, match="aliases"):
         yamlsafe.compose(laughs, "doc.yaml", NO_ALIASES)
     assert time.perf_counter() - start < 5
-
-
-# ---------------------------------------------------------------- files and encodings
-ENCODED = [
-    ("utf-8", "a: é\n".encode()),
-    ("utf-8 with a BOM", codecs.BOM_UTF8 + "a: é\n".encode()),
-    ("utf-16 LE with a BOM", codecs.BOM_UTF16_LE + "a: é\n".encode("utf-16-le")),
-    ("utf-16 BE with a BOM", codecs.BOM_UTF16_BE + "a: é\n".encode("utf-16-be")),
-    ("utf-32 with a BOM", "a: é\n".encode("utf-32")),
-]
-
-
-@pytest.mark.parametrize("data", [c[1] for c in ENCODED], ids=[c[0] for c in ENCODED])
-def test_utf_8_16_and_32_with_their_byte_order_mark_are_read(tmp_path: Path, data: bytes) -> None:
-    path = tmp_path / "doc.yaml"
-    path.write_bytes(data)
-    assert yamlsafe.load(yamlsafe.read_text(path, LIMITS), str(path), LIMITS) == {"a": "é"}
-
-
-UNREADABLE = [
-    ("latin-1", "a: 1\nb: café\n".encode("latin-1"), 2, 7, "not UTF-8 text (byte 0xe9): save the file as UTF-8"),
-    ("utf-16 without a BOM", "a: 1\n".encode("utf-16-le"), 1, 1, "looks like UTF-16 or UTF-32"),
-    ("broken utf-16", codecs.BOM_UTF16_LE + b"a\x00\x00\xd8", 1, 2, "not UTF-16 text"),
-]
-
-
-@pytest.mark.parametrize(("data", "line", "column", "fragment"), [c[1:] for c in UNREADABLE],
-                         ids=[c[0] for c in UNREADABLE])
-def test_bytes_that_are_not_text_are_refused_with_the_place_of_the_first_bad_one(
-        tmp_path: Path, data: bytes, line: int, column: int, fragment: str) -> None:
-    path = tmp_path / "doc.yaml"
-    path.write_bytes(data)
-    with pytest.raises(YamlError) as info:
-        yamlsafe.read_text(path, LIMITS)
-    assert (info.value.code, info.value.line) == ("encoding", line)
-    assert fragment in info.value.message
-
-
-def test_a_file_over_the_size_limit_is_refused_without_reading_it_all(tmp_path: Path) -> None:
-    path = tmp_path / "big.yaml"
-    path.write_bytes(b"a: 1\n" * 1000)
-    with pytest.raises(YamlError, match="the test document is larger than 4 KiB"):
-        yamlsafe.read_text(path, LIMITS)
-
-
-def test_an_endless_file_is_refused_at_the_size_limit() -> None:
-    with pytest.raises(YamlError) as info:
-        yamlsafe.read_text("/dev/zero", LIMITS)
-    assert info.value.code == "size"
-
-
-@pytest.mark.parametrize("what", ["missing", "directory"])
-def test_a_path_that_cannot_be_read_says_why(tmp_path: Path, what: str) -> None:
-    path = tmp_path / "nope.yaml" if what == "missing" else tmp_path
-    with pytest.raises(YamlError) as info:
-        yamlsafe.read_text(path, LIMITS)
-    assert info.value.code == "read" and str(path) in str(info.value)
-
-
-# ---------------------------------------------------------------- nodes and places
-def test_compose_keeps_character_offsets_for_non_ascii_text() -> None:
-    text = "é: 'wörld'\nb: \"ü\"\n"
-    root = yamlsafe.compose(text, "doc.yaml", NO_ALIASES)
-    assert isinstance(root, yaml.MappingNode)
-    value = root.value[1][1]
-    assert text[value.start_mark.index:value.end_mark.index] == '"ü"'
-
-
-def test_compose_checks_depth_and_documents_like_load() -> None:
-    with pytest.raises(YamlError, match="nested deeper"):
-        yamlsafe.compose("a: " + "[" * 9 + "]" * 9, "doc.yaml", NO_ALIASES)
-    with pytest.raises(YamlError, match="more than one YAML document"):
-        yamlsafe.compose("a\n---\nb\n", "doc.yaml", NO_ALIASES)
-    assert yamlsafe.compose("", "doc.yaml", NO_ALIASES) is None
-
-
-def test_positions_find_keys_and_list_elements() -> None:
-    text = "jobs:\n- name: a\n  tasks:\n  - {state: Pending}\n  - state: Running\n1: x\n"
-    assert yamlsafe.positions(text, [["jobs", 0, "tasks", 1, "state"], ["jobs", 0, "tasks", 0], [1], ["nope"], []]) \
-        == [(5, 5), (4, 5), (6, 1), None, (1, 1)]
-
-
-def test_scalar_values_of_composed_nodes() -> None:
-    root = yamlsafe.compose("a: 1\nb: 2001-01-01\nc: <<\nd: " + "9" * 5000 + "\n", "doc.yaml", NO_ALIASES)
-    assert isinstance(root, yaml.MappingNode)
-    values = [n for _, n in root.value]
-    assert yamlsafe.scalar_value(values[0]) == 1
-    assert yamlsafe.scalar_value(values[1]) == datetime.date(2001, 1, 1)
-    assert yamlsafe.scalar_value(values[2]) == "<<"
-    with pytest.raises(ValueError, match="4300"):
-        yamlsafe.scalar_value(values[3])
