@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from kaipolicy.cache.scenario_checks import MAX_NUMBER, warnings
-from kaipolicy.cache.scenario_paths import keys, render
 from kaipolicy.cache.scenario_schema import validate_scenario
 from kaipolicy.errors import ScenarioError
 from tests.unit.helpers import job, node
@@ -143,19 +142,3 @@ def test_legal_but_hardly_meant_scenarios_get_a_warning(document: dict[str, Any]
 
 def test_an_ordinary_scenario_has_no_warning() -> None:
     assert warnings(doc(jobs=[job("j", minAvailable=1, tasks=[{"state": "Pending"}] * 2)])) == []
-
-
-@pytest.mark.parametrize(("path", "want"), [
-    (["jobs", 0, "tasks", 1, "state"], "jobs[j].tasks[j-1].state"),
-    (["nodes", 0, "labels", "nvidia.com/gpu.count"], "nodes[n0].labels[nvidia.com/gpu.count]"),
-    (["jobs", 1, "queue"], "jobs[1].queue"),
-    ([None], "null"),
-    ([1], "[1]"),
-])
-def test_rendered_key_paths_read_back_to_the_same_keys(path: list[Any], want: str) -> None:
-    d = doc([node("n0", labels={"nvidia.com/gpu.count": "1"})],
-            [job("j", tasks=[{"state": "Pending"}, {"name": "j-1", "state": "Pending"}]), {"queue": "q0"}])
-    d[None] = "x"
-    d[1] = "y"
-    assert render(d, path) == want
-    assert keys(d, want) == path
