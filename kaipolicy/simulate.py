@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kaipolicy.api.job import Job
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
 from kaipolicy.cycle import paused_gc, run_cycle
-from kaipolicy.errors import ConfigError, RuleError, ScenarioError
+from kaipolicy.errors import ConfigError, RuleError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
 from kaipolicy.framework.outcome import EvictionRecord, Outcome
@@ -57,7 +58,7 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
         try:
             result = run_cycle(cluster, config, bundle, audit, vectorize)
         except (ConfigError, RuleError) as e:
-            raise ScenarioError(scenario.file, "config", str(e)) from e
+            raise scenario.error("config", str(e)) from e
         ssn = result.session
         evictions.extend((i + 1, e) for e in ssn.evictions)
         rule_errors.extend((i + 1, e) for e in ssn.errors)
@@ -89,7 +90,7 @@ def _report(res: SimulationResult) -> dict[str, Any]:
     jobs = []
     for spec in res.scenario.jobs:
         job = cluster.jobs[spec["name"]]
-        fit = "; ".join(job.fit_errors) if job.fit_errors else None
+        fit = "; ".join(job.fit_errors) if job.fit_errors else _not_tried(job, cluster)
         jobs.append({"name": job.name, "queue": job.queue, "fitError": fit,
                      "lastStartSecondsAgo": None if job.last_start is None else round(now - job.last_start, 3)})
     last = res.per_cycle[-1]
@@ -99,5 +100,14 @@ def _report(res: SimulationResult) -> dict[str, Any]:
             "evictions": last["evictions"], "pipelined": last["pipelined"], "perCycle": res.per_cycle,
             "nodes": nodes,
             "ruleErrors": sorted({f"{e.rule}: {e.message}" for _, e in res.rule_errors}),
+            "warnings": [f"{path}: {message}" for path, message in res.scenario.warnings],
             "evictionReasons": [{"cycle": c, "job": e.job, "task": e.task, "node": e.node, "action": e.action,
                                  "message": e.message, **e.reason} for c, e in res.evictions]}
+
+
+def _not_tried(job: Job, cluster: ClusterInfo) -> str | None:
+    """Why a job with pods to place was never tried at all, which leaves no fit error behind."""
+    reason = job.not_ready_reason()
+    if reason is None and job.has_pending and cluster.queues.get(job.queue) and cluster.queues[job.queue].children:
+        reason = f"queue {job.queue} has child queues: only jobs of leaf queues are scheduled"
+    return reason

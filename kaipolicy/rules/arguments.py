@@ -6,6 +6,7 @@ double and "true" for a bool are parsed here; anything else of the wrong type is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,13 +49,18 @@ def coerce(arg_type: str, value: Any) -> ArgValue:
     elif arg_type in ("int", "uint"):
         return _coerce_int(arg_type, value)
     elif arg_type == "double":
+        number: float | None = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+            number = float(value)
+        elif isinstance(value, str):
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
-                pass
+                number = None
+        if number is not None:
+            if not math.isfinite(number):   # "inf", "nan", "1e999": no plugin means them
+                raise ValueError(f"{value!r} is not a finite double")
+            return number
     raise ValueError(f"{value!r} is not a {arg_type}")
 
 

@@ -370,7 +370,7 @@ def test_a_node_without_a_free_pod_slot_denies_any_task() -> None:
 def test_a_fractional_task_opening_a_new_gpu_group_needs_two_free_pod_slots_but_joining_one_needs_one() -> None:
     w = World([node("one-slot-shared", 1, maxPods=2), node("one-slot-empty", 1, maxPods=1),
                node("two-slots-empty", 1, maxPods=2)], [
-        job("half", [running("one-slot-shared", gpuGroups=["g1"])], perTask={"gpus": 0.5}),
+        job("half", [running("one-slot-shared", gpuGroups=["0"])], perTask={"gpus": 0.5}),
         job("p", [pending()], perTask={"gpus": 0.5}),
     ])
     rule = w.rule("predicates", "max-pods")
