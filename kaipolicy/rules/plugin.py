@@ -96,7 +96,7 @@ def _compile_rule(src: SourceFile, spec: PluginSpec, rule: RuleSpec, options: Op
     if has_errors(diags):
         return None, diags
     data = RuleInput(rule.name, rule.hook, src.path, rule.line, rule.weight, rule.description, rule.builtin,
-                     rule.with_args, cost)
+                     rule.with_args, cost, rule.mode)
     return compile_rule(data, trees, vocabulary, dict(vocabulary.types) | types, vectorizable,
                         options.vector_names), diags
 
