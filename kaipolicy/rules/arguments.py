@@ -2,6 +2,8 @@
 
 The reference's configuration passes every argument as a string, so "1.5" given for a
 double and "true" for a bool are parsed here; anything else of the wrong type is refused.
+Structured arguments (`list<T>`, `map<string,T>`, nested) take YAML values, or a string
+holding YAML or JSON (a ConfigMap carries only strings).
 """
 
 from __future__ import annotations
@@ -10,7 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-ArgValue = str | int | float | bool
+import yaml
+
+from kaipolicy.rules.vocabulary import list_elem, map_kv
+
+ArgValue = Any   # str | int | float | bool, or lists and string-keyed maps of those
 ARG_TYPES = ("int", "uint", "double", "bool", "string")
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -39,8 +45,21 @@ class ArgumentValues:
         return dict(self.__dict__)
 
 
+def valid_type(arg_type: str) -> bool:
+    """A scalar type, or list<T> / map<string,T> of valid types."""
+    if arg_type in ARG_TYPES:
+        return True
+    elem, kv = list_elem(arg_type), map_kv(arg_type)
+    if elem is not None:
+        return valid_type(elem)
+    return kv is not None and kv[0] == "string" and valid_type(kv[1])
+
+
 def coerce(arg_type: str, value: Any) -> ArgValue:
     """`value` as an argument of `arg_type`; raises ValueError with a short reason."""
+    elem, kv = list_elem(arg_type), map_kv(arg_type)
+    if elem is not None or kv is not None:
+        return _coerce_structured(arg_type, elem, kv, value)
     if arg_type == "string":
         if isinstance(value, str):
             return value
@@ -60,6 +79,32 @@ def coerce(arg_type: str, value: Any) -> ArgValue:
             except ValueError:
                 pass
     raise ValueError(f"{value!r} is not a {arg_type}")
+
+
+def _coerce_structured(arg_type: str, elem: str | None, kv: tuple[str, str] | None, value: Any) -> ArgValue:
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ValueError(f"{value!r} is not YAML or JSON for a {arg_type}") from e
+    if elem is not None and isinstance(value, list):
+        return [_item(elem, v, f"[{i}]") for i, v in enumerate(value)]
+    if kv is not None and isinstance(value, dict):
+        return {k: _item(kv[1], v, f"[{k!r}]") for k, v in value.items() if _string_key(k)}
+    raise ValueError(f"{value!r} is not a {arg_type}")
+
+
+def _string_key(key: Any) -> bool:
+    if not isinstance(key, str):
+        raise ValueError(f"map key {key!r} is not a string")
+    return True
+
+
+def _item(arg_type: str, value: Any, where: str) -> ArgValue:
+    try:
+        return coerce(arg_type, value)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
 
 
 def _coerce_int(arg_type: str, value: Any) -> int:

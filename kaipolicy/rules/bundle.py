@@ -75,6 +75,27 @@ class Bundle:
         """Every rule as "plugin/rule", in file order."""
         return [f"{p.name}/{r.name}" for p in self.plugins.values() for r in p.rules]
 
+    def with_arguments(self, arguments: Mapping[str, Mapping[str, Any]]) -> Bundle:
+        """A copy whose plugins take these values as their argument defaults (a scheduler
+        configuration's values still win); an unknown plugin or argument is a RuleError."""
+        plugins = dict(self.plugins)
+        problems: list[Diagnostic] = []
+        for name, given in sorted(arguments.items()):
+            plugin = plugins.get(name)
+            if plugin is None:
+                problems.append(Diagnostic("E601", ERROR, "<arguments>", 0, 0, f"unknown plugin {name!r}"))
+                continue
+            values, errors = bind(plugin.arguments, given)
+            problems += [Diagnostic("E602", ERROR, plugin.file, 0, 0, f"plugin {name!r}: {e}") for e in errors]
+            defaults = values.as_dict()
+            plugins[name] = replace(plugin, arguments={n: replace(a, default=defaults[n])
+                                                       for n, a in plugin.arguments.items()})
+        if problems:
+            raise RuleError(problems)
+        given_text = repr(sorted((k, sorted(v.items())) for k, v in arguments.items()))
+        digest = hashlib.sha256(f"{self.hash}|{given_text}".encode()).hexdigest()
+        return Bundle(plugins, digest, self.diagnostics)
+
     def with_modes(self, modes: Mapping[str, str]) -> Bundle:
         """A copy with the rules named "plugin/rule" switched to the given mode (and a new hash).
 

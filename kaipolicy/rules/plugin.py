@@ -31,6 +31,7 @@ class CompiledPlugin:
     arguments: dict[str, Argument]
     rules: tuple[CompiledRule, ...]
     text: str
+    enable: str = "configured"    # always: runs even where the scheduler configuration does not list it
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def compile_file(path: str, options: Options, text: str | None = None
     if has_errors(diags):
         return None, diags
     plugin = CompiledPlugin(spec.name, src.path, spec.description, spec.reference, spec.arguments,
-                            tuple(rules), src.text)
+                            tuple(rules), src.text, spec.enable)
     return plugin, diags
 
 

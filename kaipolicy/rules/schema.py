@@ -18,7 +18,7 @@ import jsonschema
 
 from kaipolicy.framework.hooks import BY_NAME, Form, HookKind
 from kaipolicy.paths import data_dir
-from kaipolicy.rules.arguments import Argument, check_value, coerce
+from kaipolicy.rules.arguments import Argument, check_value, coerce, valid_type
 from kaipolicy.rules.diagnostics import Diagnostic
 from kaipolicy.rules.source import KeyPath, SourceFile
 
@@ -58,6 +58,7 @@ class PluginSpec:
     reference: str
     arguments: dict[str, Argument]
     rules: tuple[RuleSpec, ...]
+    enable: str = "configured"    # always: runs even where the scheduler configuration does not list it
 
 
 @lru_cache(maxsize=1)
@@ -76,7 +77,7 @@ def check_structure(src: SourceFile) -> tuple[PluginSpec | None, list[Diagnostic
     arguments = _arguments(src, data.get("arguments"), diags)
     rules = _rules(src, data.get("rules"), diags)
     spec = PluginSpec(data["plugin"], src.path, _text(data.get("description")),
-                      _text(data.get("reference")), arguments, tuple(rules))
+                      _text(data.get("reference")), arguments, tuple(rules), _text(data.get("enable")) or "configured")
     return spec, diags
 
 
@@ -124,7 +125,13 @@ def _arguments(src: SourceFile, raw: Any, diags: list[Diagnostic]) -> dict[str, 
     if not isinstance(raw, dict):
         return out
     for name, decl in raw.items():
-        if not isinstance(decl, dict) or decl.get("type") not in ("int", "uint", "double", "bool", "string"):
+        if not isinstance(decl, dict) or not isinstance(decl.get("type"), str):
+            continue
+        if not valid_type(decl["type"]):
+            line, col = src.place(("arguments", name, "type"))
+            msg = (f"argument {name!r}: type {decl['type']!r} is not int, uint, double, bool, string, "
+                   "list<T> or map<string,T>")
+            diags.append(src.diagnostic("E106", msg, line, col))
             continue
         arg = _argument(src, name, decl, diags)
         if arg is not None:
