@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.placement import allocate_job
+from kaipolicy.framework.closing import job_failure
 from kaipolicy.framework.session import Session
 
 
@@ -27,11 +28,13 @@ def allocate(ssn: Session) -> None:
                 stmt.convert_allocated_to_pipelined(job.uid)
                 pipelined = True
             stmt.commit()
-            ssn.audit.add("job", action="allocate", job=job.name, outcome="pipelined" if pipelined else "allocated")
+            ssn.audit.add("job", action="allocate", job=job.name, namespace=job.namespace, queue=job.queue,
+                          outcome="pipelined" if pipelined else "allocated")
             if not pipelined and not already_started:
                 job.last_start = ssn.cluster.now
             if job.has_tasks_to_allocate(True):
                 order.push(job)
         else:
             stmt.discard()
-            ssn.audit.add("job", action="allocate", job=job.name, outcome="pending", reasons=list(job.fit_errors))
+            if ssn.audit.enabled:
+                ssn.audit.add("job", **job_failure(ssn, job, "allocate"))

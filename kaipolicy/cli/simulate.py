@@ -9,6 +9,7 @@ from typing import Any
 
 from kaipolicy.cli import bundle as bundles
 from kaipolicy.errors import KaipolicyError
+from kaipolicy.framework.audit import Audit
 from kaipolicy.simulate import simulate_file
 
 
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.files:
         try:
-            res = simulate_file(path, bundle)
+            res = simulate_file(path, bundle, audit=Audit(enabled=bool(args.audit)))
         except KaipolicyError as e:
             failed += 1
             if args.output == "jsonl":
@@ -74,4 +75,6 @@ def render_text(path: str, report: dict[str, Any]) -> str:
     for e in report.get("evictionReasons", []):
         message = e["message"].replace("\n", "\n      ")
         lines.append(f"  cycle {e['cycle']}: evicted {e['task']} ({e['action']}, for {e.get('job', '?')}): {message}")
+    for w in report.get("warnings", []):
+        lines.append(f"  warning: {w}")
     return "\n".join(lines)
