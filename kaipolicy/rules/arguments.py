@@ -95,9 +95,9 @@ def _coerce_structured(arg_type: str, elem: str | None, kv: tuple[str, str] | No
 
 
 def _string_key(key: Any) -> bool:
-    if not isinstance(key, str):
-        raise ValueError(f"map key {key!r} is not a string")
-    return True
+    if isinstance(key, str):
+        return True
+    raise ValueError(f"map key {key!r} is not a string")
 
 
 def _item(arg_type: str, value: Any, where: str) -> ArgValue:
