@@ -7,6 +7,7 @@ read hook results only through the methods below and change state only through a
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ from kaipolicy.api.queue import Queue
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
 from kaipolicy.builtins import capacity, fairshare
+from kaipolicy.builtins.labelled import LabelledUsage
 from kaipolicy.framework import shadow
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import SchedulerConfig
@@ -71,6 +73,7 @@ class Session:
         self.coverage: Coverage | None = None     # set by `kaipolicy test --coverage`
         self.job_denials: dict[str, dict[str, Outcome]] = {}   # job uid -> action -> the gate that closed
         self.gangs_short: dict[str, dict[str, Any]] = {}        # job uid -> the gang allocate could not fill
+        self.refusals: Counter[str] = Counter()   # allow rules' refusals since the eviction loop's last job
         self._job_keys_pure = False
         self._job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.builtins = builtins or {}
@@ -83,6 +86,7 @@ class Session:
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
+        self.labelled: dict[str, LabelledUsage] = {}   # GPUs per queue by node label, once a rule asks
         self.errors: list[Outcome] = []
         self._groups_minted = 0
         self.scoring_nodes: Sequence[Node] = ()
@@ -119,12 +123,24 @@ class Session:
         node = self.cluster.nodes.get(task.node)
         if node is not None:
             self.table.mark(node)
+        for usage in self.labelled.values():
+            usage.add(self.cluster.jobs[task.job], task, +1.0)
 
     def on_deallocate(self, task: Task) -> None:
         self.shares.on_allocate(self.cluster.jobs[task.job], task, -1.0)
         node = self.cluster.nodes.get(task.node)
         if node is not None:
             self.table.mark(node)
+        for usage in self.labelled.values():
+            usage.add(self.cluster.jobs[task.job], task, -1.0)
+
+    def labelled_usage(self, label: str) -> LabelledUsage:
+        """GPUs per queue by node label value, counted from the first rule that asks and kept current."""
+        usage = self.labelled.get(label)
+        if usage is None:
+            usage = self.labelled[label] = LabelledUsage(
+                self.cluster, label, lambda uid: [qs.queue.uid for qs in self.shares.path(uid)])
+        return usage
 
     def record_bind(self, task: Task) -> None:
         self.set_status(task, Status.BINDING)
@@ -136,12 +152,14 @@ class Session:
         again (moved) is not taken a second time."""
         return task.status in ACTIVE_ALLOCATED and task.uid not in self.evicted
 
-    def record_eviction(self, task: Task, message: str, reason: dict[str, str]) -> None:
+    def record_eviction(self, task: Task, message: str, reason: dict[str, str], node: str = "") -> None:
+        """`node`: where the pod was evicted from (a victim the solver moved is elsewhere by now)."""
         self.evicted.add(task.uid)
-        self.evictions.append(EvictionRecord(task.job, task.name, task.namespace, task.node, self.action,
+        node = node or task.node
+        self.evictions.append(EvictionRecord(task.job, task.name, task.namespace, node, self.action,
                                              message, reason))
         if self.audit.enabled or self.shadowing:
-            shadow.audit_eviction(self, task, message, reason)
+            shadow.audit_eviction(self, task, node, message, reason)
 
     def note_denial(self, job: Job, outcome: Outcome) -> None:
         """A job-level gate (queue capacity, canReclaim, ...) closed for `job` in this action."""
@@ -299,6 +317,7 @@ class Session:
             if not value:
                 if self.coverage is not None:
                     self.coverage.hit(rule.label)
+                self.refusals[rule.label] += 1
                 return Outcome(Code.DENY, rule.label, f"refused by {rule.label}")
         return OK
 

@@ -51,14 +51,14 @@ def would(ssn: Session, rule: Rule, message: str, env: dict[str, Any]) -> None:
         ssn.warnings[f"{rule.label} (warn) would deny {names} in {ssn.action or 'the cycle'}: {message}"] = None
 
 
-def audit_eviction(ssn: Session, task: Task, message: str, reason: dict[str, str]) -> None:
+def audit_eviction(ssn: Session, task: Task, node: str, message: str, reason: dict[str, str]) -> None:
     """The eviction record, then the shadow victim filters: "this rule would have kept it running"."""
     victim = ssn.cluster.jobs[task.job]
     served = reason.get("job", "")
     rules = [r for r in reason.get("rules", "").split(", ") if r]
     note = {"note": reason["rule"]} if "rule" in reason else {}
     ssn.audit.add("eviction", action=ssn.action, job=victim.name, namespace=victim.namespace, queue=victim.queue,
-                  task=task.name, node=task.node, servedJob=served, allowedBy=rules, message=message, **note)
+                  task=task.name, node=node, servedJob=served, allowedBy=rules, message=message, **note)
     kind = VICTIM_FILTERS.get(ssn.action, "")
     preemptor = _job_named(ssn, served)
     if not kind or not ssn.shadow[kind] or preemptor is None:
