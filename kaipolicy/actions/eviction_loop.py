@@ -24,6 +24,7 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
         job = order.pop()
         if job is None:
             break
+        ssn.refusals.clear()
         if admit is not None and not admit(job):
             if ssn.audit.enabled:
                 ssn.audit.add("job", **job_failure(ssn, job, action))

@@ -44,6 +44,9 @@ def job_failure(ssn: Session, job: Job, action: str) -> dict[str, Any]:
         record["deniedBy"] = {"rule": denial.rule, "message": denial.message}
     if action == "allocate" and job.fit_errors:
         record["reasons"] = list(job.fit_errors)
+    refusals = {rule: n for rule, n in ssn.refusals.items() if not denial or rule != denial.rule}
+    if refusals and action != "allocate":
+        record["refusals"] = dict(sorted(refusals.items()))
     gang = ssn.gangs_short.get(job.uid)
     if gang is not None and action == "allocate":
         record["gang"] = gang

@@ -147,7 +147,8 @@ def _job(ex: Explanation, r: Record) -> None:
         ex.details.append(f"{action}: the gang needs {g['needed']} pods{where} and only {g['placed']} fit; "
                           f"pod {g['task']}: {g['why']}")
     elif r["outcome"] == "pending" and action in ACTION_FAILED:
-        ex.details.append(ACTION_FAILED[action])
+        refused = "; ".join(f"rule {_name(ex, rule)} refused {n} time(s)" for rule, n in (r.get("refusals") or {}).items())
+        ex.details.append(ACTION_FAILED[action] + (f" ({refused})" if refused else ""))
     elif r["outcome"] == "skipped":
         ex.details.append(f"{action}: skipped, {r.get('reason', '')}")
     elif r["outcome"] in ("reclaimed", "preempted", "consolidated") and r.get("victims"):
