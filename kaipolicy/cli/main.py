@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kaipolicy.cli import explain, lint, simulate
+from kaipolicy.cli import diff, explain, lint, simulate, test
 from kaipolicy.errors import KaipolicyError
 
 
@@ -15,6 +15,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.register(sub)
     lint.register(sub)
     explain.register(sub)
+    test.register(sub)
+    diff.register(sub)
     return ap
 
 
