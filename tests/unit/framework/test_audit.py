@@ -146,3 +146,19 @@ def test_the_published_schema_refuses_records_it_does_not_describe(change: dict[
     jsonschema.validate(record, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**record, **change}, schema)
+
+
+def test_an_eviction_names_the_node_the_pod_left_even_when_the_solver_moved_it() -> None:
+    # regression: the record took the pod's node at commit, where a moved victim already sits elsewhere
+    nodes = [node("n0"), node("n1")]
+    jobs = [job("a-held", "qa", tasks=[{"state": "Running", "node": "n0"}], perTask={"gpus": 2}),
+            job("b-n0", "qb", tasks=[{"state": "Running", "node": "n0"}], perTask={"gpus": 2}),
+            job("b-n1", "qb", tasks=[{"state": "Running", "node": "n1"}], perTask={"gpus": 2}),
+            job("a-more", "qa", tasks=[{"state": "Pending", "nodeAffinity": ["n0"]}], perTask={"gpus": 2})]
+    queues = [{"name": "qa", "deserved": {"gpu": 2}}, {"name": "qb", "deserved": {"gpu": 2}}]
+    result, records = _run(nodes, jobs, queues=queues, actions=["allocate", "reclaim"])
+    report = result.report()
+    moved = next(t for t in report["tasks"] if t["name"] == "b-n0-0")
+    assert (moved["status"], moved["node"]) == ("Pipelined", "n1")
+    assert [(e["task"], e["node"]) for e in report["evictionReasons"]] == [("b-n0-0", "n0")]
+    assert [(r["task"], r["node"]) for r in _kind(records, "eviction")] == [("b-n0-0", "n0")]
