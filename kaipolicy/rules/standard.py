@@ -325,6 +325,10 @@ def _queue_path(cluster: Session, queue: str) -> list[str]:
     return [qs.queue.name for qs in cluster.shares.path(_share(cluster, queue).queue.uid)]
 
 
+def _queue_ancestors(cluster: Session, queue: str) -> list[str]:
+    return _queue_path(cluster, queue)[1:]
+
+
 def _gpus_on(cluster: Session, queue: str, label: str, value: str) -> float:
     return cluster.labelled_usage(label).held(_share(cluster, queue).queue.uid, value)
 
@@ -347,6 +351,8 @@ def _running_seconds(cluster: Session, job: Job) -> float:
 FUNCTIONS.update({f.name: f for f in (
     _f("queues.path", ("Cluster", "string"), "list<string>", _queue_path, None,
        "The queue and its parents up to the top, by name (the queue first)."),
+    _f("queues.ancestors", ("Cluster", "string"), "list<string>", _queue_ancestors, None,
+       "The queue's parents up to the top, by name (its parent first)."),
     _f("queues.gpusOn", ("Cluster", "string", "string", "string"), "double", _gpus_on, None,
        "GPUs the queue (with every queue below it) holds on nodes whose label (3rd) has the value (4th)."),
     _f("queues.gpus", ("Cluster", "string", "string"), "double", _queue_gpus, None,
