@@ -27,9 +27,7 @@ def allocate(ssn: Session) -> None:
             if job.should_pipeline():
                 stmt.convert_allocated_to_pipelined(job.uid)
                 pipelined = True
-            stmt.commit()
-            ssn.audit.add("job", action="allocate", job=job.name, namespace=job.namespace, queue=job.queue,
-                          outcome="pipelined" if pipelined else "allocated")
+            stmt.commit()   # the audit log has its pods' task records and, at close, its outcome
             if not pipelined and not already_started:
                 job.last_start = ssn.cluster.now
             if job.has_tasks_to_allocate(True):

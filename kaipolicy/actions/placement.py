@@ -155,10 +155,9 @@ def _runner_up(ssn: Session, task: Task, job: Job, candidates: list[Node], ranke
 def _audit_placed(ssn: Session, job: Job, task: Task, chosen: tuple[int, int | None], nodes: Sequence[Node],
                   rejections: Rejections) -> None:
     index, runner_up = chosen
-    scores: dict[str, Any] = {"chosen": {"node": nodes[index].name, **verdicts_of.scores_at(ssn, index)},
-                              "runnerUp": None}
-    if runner_up is not None:
-        scores["runnerUp"] = {"node": nodes[runner_up].name, **verdicts_of.scores_at(ssn, runner_up)}
+    indices = [index] if runner_up is None else [index, runner_up]
+    sheets = [{"node": nodes[i].name, **s} for i, s in zip(indices, verdicts_of.scores_at(ssn, indices))]
+    scores: dict[str, Any] = {"chosen": sheets[0], "runnerUp": sheets[1] if len(sheets) > 1 else None}
     ssn.audit.add("task", action=ssn.action, job=job.name, namespace=job.namespace, task=task.name,
                   outcome=task.status.value.lower(), node=nodes[index].name, nodes=len(nodes),
                   rejected=rejections.records(), scores=scores)

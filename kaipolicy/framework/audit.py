@@ -25,6 +25,7 @@ class Audit:
     bundle_hash: str = ""
     source: str = ""              # the scenario file (or cluster) the cycle ran on
     _last: dict[str, Any] | None = None
+    _repeats: int = 0
 
     def add(self, kind: str, **fields: Any) -> None:
         if not self.enabled:
@@ -34,10 +35,11 @@ class Audit:
         if self.source:
             record["source"] = self.source
         if record == self._last:
-            self.records[-1]["repeated"] = self.records[-1].get("repeated", 0) + 1
+            self._repeats += 1
+            self.records[-1] = {**record, "repeated": self._repeats}
             return
-        self._last = record
-        self.records.append(dict(record))
+        self._last, self._repeats = record, 0
+        self.records.append(record)
 
     def error(self, rule: str, message: str, hook: str, action: str) -> None:
         """A rule failed while evaluating: an `error` record, never read as allow or deny."""

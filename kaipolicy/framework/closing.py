@@ -20,14 +20,15 @@ if TYPE_CHECKING:
 
 def queue_numbers(ssn: Session, job: Job) -> dict[str, Any] | None:
     """The job's queue in GPUs (allocated, deserved, fair share, limit; null = unlimited) and what
-    the job's next pods ask for."""
+    the job's pending pods ask for."""
     share = ssn.shares.queues.get(job.queue)
     if share is None:
         return None
     gpu = share.shares["gpu"]
+    asked = sum(t.request.gpus for t in job.tasks.values() if t.status == Status.PENDING)
     return {"name": share.queue.name, "allocatedGpus": _gpus(gpu.allocated), "deservedGpus": _gpus(gpu.deserved),
             "fairShareGpus": _gpus(gpu.fair_share), "limitGpus": _gpus(gpu.max_allowed),
-            "requestedGpus": _gpus(ssn.job_request(job)["gpu"])}
+            "requestedGpus": round(asked, 4)}
 
 
 def _gpus(value: float) -> float | None:

@@ -60,8 +60,8 @@ def audit_eviction(ssn: Session, task: Task, node: str, message: str, reason: di
     ssn.audit.add("eviction", action=ssn.action, job=victim.name, namespace=victim.namespace, queue=victim.queue,
                   task=task.name, node=node, servedJob=served, allowedBy=rules, message=message, **note)
     kind = VICTIM_FILTERS.get(ssn.action, "")
-    preemptor = _job_named(ssn, served)
-    if not kind or not ssn.shadow[kind] or preemptor is None:
+    preemptor = _job_named(ssn, served) if kind and ssn.shadow[kind] else None
+    if preemptor is None:
         return
     env = {"job": preemptor, "victim": victim, "cluster": ssn}
     for rule in ssn.shadow[kind]:

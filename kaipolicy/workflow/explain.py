@@ -193,4 +193,4 @@ def _amount(v: float | None) -> str:
 def _queue_line(q: dict[str, Any]) -> str:
     return (f"queue {q['name']}: {_amount(q['allocatedGpus'])} GPUs allocated, deserved {_amount(q['deservedGpus'])}, "
             f"fair share {_amount(q['fairShareGpus'])}, limit {_amount(q['limitGpus'])}; "
-            f"the job's next pods ask for {_amount(q['requestedGpus'])} GPUs")
+            f"its pending pods ask for {_amount(q['requestedGpus'])} GPUs")
