@@ -19,10 +19,20 @@ from tests.scenarios.shared import REPO, default_bundle, scenario_files, scenari
 
 
 @lru_cache(maxsize=1)
-def validator() -> jsonschema.Draft202012Validator:
+def validators() -> dict[str, jsonschema.Draft202012Validator]:
+    """The published schema, and per record kind the same schema with its `oneOf` narrowed to that
+    kind's branch: the same checks for a record of that kind, at half the cost."""
     schema = json.loads((REPO / "schemas" / "audit.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema)
+    out = {"": jsonschema.Draft202012Validator(schema)}
+    for kind in schema["properties"]["kind"]["enum"]:
+        out[kind] = jsonschema.Draft202012Validator({**schema, "oneOf": [{"$ref": f"#/$defs/{kind}"}]})
+    return out
+
+
+def schema_errors(record: dict[str, Any]) -> list[str]:
+    every = validators()
+    return sorted(e.message for e in every.get(record.get("kind", ""), every[""]).iter_errors(record))
 
 
 def _pending_or_evicted(report: dict[str, Any]) -> list[str]:
@@ -39,7 +49,7 @@ def test_every_record_validates_and_explain_names_a_rule_or_quota_number_for_eac
     report = simulate_file(path, default_bundle(), audit=audit).report()
     records = [json.loads(line) for line in audit.lines()]
     for record in records:
-        errors = sorted(e.message for e in validator().iter_errors(record))
+        errors = schema_errors(record)
         assert not errors, f"{record}: {errors}"
     rules = set(default_bundle().rule_labels())
     for job in _pending_or_evicted(report):
