@@ -162,3 +162,15 @@ def test_an_eviction_names_the_node_the_pod_left_even_when_the_solver_moved_it()
     assert (moved["status"], moved["node"]) == ("Pipelined", "n1")
     assert [(e["task"], e["node"]) for e in report["evictionReasons"]] == [("b-n0-0", "n0")]
     assert [(r["task"], r["node"]) for r in _kind(records, "eviction")] == [("b-n0-0", "n0")]
+
+
+def test_warn_mode_verdicts_are_warning_lines_in_simulates_text_output(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from kaipolicy.cli.main import main
+
+    (tmp_path / "guard.yaml").write_text(GUARD.format(mode="warn").replace("n0", "dgx-a"))
+    assert main(["simulate", "--policies", str(default_policies()), "--policies", str(tmp_path),
+                 str(REPO / "examples" / "small-cluster.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "  warning: cycle 1: guard/not-dgx-a (warn) would deny job llm-finetune, task llm-finetune-0, " \
+           "node dgx-a in allocate: dgx-a is reserved" in out
