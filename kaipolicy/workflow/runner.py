@@ -7,9 +7,11 @@ the failures with what explains them, the rules never exercised, `N passed, M fa
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.framework.audit import Audit
@@ -26,6 +28,7 @@ class TestResult:
     failures: list[str]
     context: list[str]
     seconds: float
+    records: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -69,7 +72,7 @@ def run_test(test: PolicyTest, coverage: Coverage | None = None) -> TestResult:
     except KaipolicyError as e:
         return TestResult(test, [f"the test could not run: {e}"], [], time.perf_counter() - start)
     failures, context = check(test.expect, result, audit.records)
-    return TestResult(test, failures, context, time.perf_counter() - start)
+    return TestResult(test, failures, context, time.perf_counter() - start, audit.records)
 
 
 def run_suites(paths: list[str], keyword: str = "", with_coverage: bool = False) -> Run:
@@ -117,6 +120,8 @@ def render(run: Run, verbose: bool = False) -> str:
             if r.context:
                 lines.append("  what the audit log says:")
                 lines += [f"    {c}" for c in r.context]
+            if verbose:
+                lines += _records(r)
     for cov in run.coverage.values():
         lines += ["", _rule(" coverage ")]
         names = ", ".join(cov.suites)
@@ -127,6 +132,18 @@ def render(run: Run, verbose: bool = False) -> str:
             lines += [f"  {rule}" for rule in missing]
     lines.append(_rule(f" {run.passed} passed, {run.failed} failed in {run.seconds:.2f}s "))
     return "\n".join(lines)
+
+
+RECORDS_SHOWN = 30
+
+
+def _records(r: TestResult) -> list[str]:
+    """-v: the audit records about the jobs and pods the test expects something of, as written."""
+    names = set(r.test.expect.get("jobs") or {}) | set(r.test.expect.get("tasks") or {})
+    mine = [rec for rec in r.records if rec.get("job") in names or rec.get("task") in names]
+    shown = [f"    {json.dumps(rec, sort_keys=True)}" for rec in mine[:RECORDS_SHOWN]]
+    more = [f"    ... and {len(mine) - RECORDS_SHOWN} more"] if len(mine) > RECORDS_SHOWN else []
+    return (["  audit records:"] + shown + more) if shown else []
 
 
 def _rule(title: str, fill: str = "=", width: int = 88) -> str:

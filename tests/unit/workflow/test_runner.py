@@ -61,6 +61,14 @@ def test_a_failure_shows_expected_and_actual_and_what_the_audit_log_says(
     assert "rule predicates/node-affinity decided nothing in this test" in failure
 
 
+def test_v_also_prints_the_audit_records_of_the_jobs_a_failing_test_is_about(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out = _run(tmp_path, capsys, "-v")
+    failure = out[out.index("FAILURES"):]
+    assert "  audit records:" in failure
+    assert '"deniedBy": {"message": "q quota has reached the allowable limit of GPUs.' in failure
+
+
 def test_k_selects_tests_by_name_and_v_prints_one_line_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _run(tmp_path, capsys, "-k", "small", "-v")
     assert code == 0
