@@ -22,7 +22,7 @@ from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import tasks_to_allocate
 
 ACTION = "consolidation"
-RULE = "consolidation/all-victims-placed-again"
+RULE = "(every victim placed again)"  # built into the action, not a rule of the bundle
 
 
 def consolidation(ssn: Session) -> None:

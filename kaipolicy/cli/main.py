@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from kaipolicy.cli import lint, simulate
+from kaipolicy.cli import diff, explain, lint, simulate, test
 from kaipolicy.cli.text import internal_error, printable_lines, tolerant_streams
 from kaipolicy.errors import KaipolicyError
 
@@ -16,6 +16,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     simulate.register(sub)
     lint.register(sub)
+    explain.register(sub)
+    test.register(sub)
+    diff.register(sub)
     return ap
 
 

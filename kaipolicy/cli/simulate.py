@@ -10,6 +10,7 @@ from typing import IO, Any
 from kaipolicy.cli import bundle as bundles
 from kaipolicy.cli.text import internal_error, printable, printable_lines
 from kaipolicy.errors import InputError, KaipolicyError
+from kaipolicy.framework.audit import Audit
 from kaipolicy.simulate import simulate_file
 
 MAX_ERRORS_SHOWN = 20
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         for path in args.files:
             try:
-                res = simulate_file(path, bundle)
+                res = simulate_file(path, bundle, audit=Audit(enabled=audit is not None))
             except Exception as e:  # one file's failure never stops the others
                 failed += 1
                 if len(args.files) == 1 and args.output != "jsonl":

@@ -105,10 +105,10 @@ def test_an_unexpected_failure_is_one_line_and_the_other_files_still_run(
 
     real = cli.simulate_file
 
-    def flaky(path: str, bundle: object) -> object:
+    def flaky(path: str, bundle: object, **options: object) -> object:
         if path == "boom.yaml":
             raise RecursionError("maximum recursion depth exceeded")
-        return real(path, bundle)
+        return real(path, bundle, **options)
 
     monkeypatch.setattr(cli, "simulate_file", flaky)
     assert main(["simulate", "boom.yaml"]) == 70
