@@ -13,6 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from kaipolicy.cache.informer import Backoff
+from kaipolicy.cache.k8s_source import K8sSource
 from kaipolicy.cache.kubeapi import KubeApi
 from tests.integration.apiserver import ApiServer, binaries, reason_unavailable
 from tests.integration.cluster import Cluster
@@ -60,3 +62,13 @@ def api(apiserver: ApiServer) -> Iterator[KubeApi]:
     api = KubeApi(str(apiserver.kubeconfig))
     yield api
     api.close()
+
+
+@pytest.fixture
+def source(cluster: Cluster, api: KubeApi, partition: str) -> Iterator[K8sSource]:
+    """A started cluster source serving this test's partition (through a shard named after it)."""
+    cluster.shard(partition, partition)
+    src = K8sSource(api, shard_name=partition, backoff=lambda: Backoff(0.2, 1.0))
+    src.start(timeout=30)
+    yield src
+    src.stop()
