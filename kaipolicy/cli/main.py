@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kaipolicy.cli import lint, simulate
+from kaipolicy.cli import lint, simulate, snapshot
 from kaipolicy.errors import KaipolicyError
 
 
@@ -14,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     simulate.register(sub)
     lint.register(sub)
+    snapshot.register(sub)
     return ap
 
 
