@@ -14,6 +14,7 @@ import yaml
 from kaipolicy.cli.main import main
 from tests.integration.apiserver import ApiServer
 from tests.integration.cluster import Cluster
+from tests.integration.test_crds import apply_quickstart
 
 
 def _run(*argv: str) -> tuple[int, str, str]:
@@ -54,6 +55,29 @@ def test_a_snapshot_of_a_realistic_mix_runs_in_simulate_and_keeps_node_selectors
     assert placed[f"{namespace}/cpu"] == ("Binding", f"b-{p}")
     assert {placed[f"{namespace}/gang-{i}"][0] for i in range(4)} == {"Binding"}
     assert placed[f"{namespace}/frac"][0] == "Binding"
+
+
+def test_the_reference_quickstart_applied_unchanged_is_placed_by_simulate_on_its_snapshot(
+        cluster: Cluster, apiserver: ApiServer, namespace: str, tmp_path: Path) -> None:
+    # no shard: the objects without a node-pool label, as the reference scheduler without a partition
+    name = f"qs-{namespace}"
+    cluster.core.create_node({"metadata": {"name": name}})
+    allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "4"}  # room for other tests' pods too
+    cluster.core.patch_node_status(name, {"status": {"allocatable": allocatable}})
+    cluster.core.patch_node(name, {"spec": {"taints": []}})
+    apply_quickstart(cluster, namespace)
+    file = tmp_path / "quickstart.yaml"
+    code, _, err = _run("snapshot", "--kubeconfig", str(apiserver.kubeconfig), "-o", str(file))
+    assert code == 0, err
+    jobs = {j["name"]: j for j in yaml.safe_load(file.read_text())["jobs"] if j["namespace"] == namespace}
+    assert {n: (j["queue"], j["tasks"][0]["resources"]) for n, j in jobs.items()} == {
+        f"{namespace}/cpu-only-pod": ("default-queue", {"cpuMillis": 100, "memoryBytes": 250_000_000}),
+        f"{namespace}/gpu-pod": ("default-queue", {"cpuMillis": 0, "memoryBytes": 0, "gpus": 1})}
+    code, out, err = _run("simulate", str(file), "--output", "json")
+    assert code == 0, err
+    placed = {t["name"]: (t["status"], t["node"]) for t in json.loads(out)["tasks"]}
+    assert placed[f"{namespace}/gpu-pod"] == ("Binding", name)
+    assert placed[f"{namespace}/cpu-only-pod"][0] == "Binding"
 
 
 def test_an_unknown_shard_is_an_error_naming_it(apiserver: ApiServer) -> None:
