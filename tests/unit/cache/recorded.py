@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+from kaipolicy.errors import ObjectError
 
 HERE = Path(__file__).resolve().parent / "recorded"
 
@@ -22,3 +26,10 @@ def _objects(kind: str) -> dict[str, dict[str, Any]]:
 def recorded(kind: str, name: str) -> dict[str, Any]:
     """A copy of the recorded object: `kind` is the file (nodes, pods, podgroups, queues, bindrequests)."""
     return copy.deepcopy(_objects(kind)[name])
+
+
+def refusal(convert: Callable[[dict[str, Any]], Any], obj: dict[str, Any]) -> str:
+    """The message of the ObjectError `convert` raises on `obj` (the test fails if it raises none)."""
+    with pytest.raises(ObjectError) as e:
+        convert(obj)
+    return str(e.value)
