@@ -49,6 +49,7 @@ class K8sSource:
                  backoff: Callable[[], Backoff] = Backoff) -> None:
         self.api, self.scheduler_name, self.shard_name = api, scheduler_name, shard_name
         self.informers: dict[str, Informer] = {}
+        self.bundle_informers: dict[tuple[str, str], Informer] = {}   # the shard's rule ConfigMaps
         self._backoff = backoff
         self._lock = threading.Lock()
         self._dirty: dict[str, set[str]] = {k: set() for k in KINDS}
@@ -78,7 +79,7 @@ class K8sSource:
                 raise ClusterError(f"no list of {name} objects within {timeout:.0f}s{why}")
 
     def stop(self) -> None:
-        for informer in self.informers.values():
+        for informer in [*self.informers.values(), *self.bundle_informers.values()]:
             informer.stop()
         if self._event_thread.is_alive():
             self._events.put(None)
@@ -101,6 +102,27 @@ class K8sSource:
         if obj is None:
             raise ObjectError("SchedulingShard", "", self.shard_name, "not found")
         return shard.shard(obj)
+
+    def rule_bundle(self) -> dict[tuple[str, str], dict[str, str] | None] | None:
+        """The shard's rule ConfigMaps, (namespace, name) -> their data (file name -> rule file
+        text), None for one not listed yet or missing; None when the shard names none and the
+        bundled rules apply. Each is watched from the first call that names it."""
+        view = self.shard()
+        wanted = set(view.bundle) if view else set()
+        for key in set(self.bundle_informers) - wanted:
+            self.bundle_informers.pop(key).stop()
+        for namespace, name in sorted(wanted - set(self.bundle_informers)):
+            informer = Informer(self.api, kubeapi.CONFIG_MAP, lambda key: None, namespace=namespace,
+                                field_selector=f"metadata.name={name}", backoff=self._backoff())
+            self.bundle_informers[(namespace, name)] = informer
+            informer.start()
+        if not wanted:
+            return None
+        out: dict[tuple[str, str], dict[str, str] | None] = {}
+        for (namespace, name), informer in sorted(self.bundle_informers.items()):
+            obj = informer.get(f"{namespace}/{name}") if informer.synced.is_set() else None
+            out[(namespace, name)] = None if obj is None else {str(k): str(v) for k, v in (obj.get("data") or {}).items()}
+        return out
 
     # ---- snapshots -------------------------------------------------------------------------------
     def scenario(self, now: float | None = None) -> Assembly:

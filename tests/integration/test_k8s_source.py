@@ -179,3 +179,27 @@ def test_a_pod_group_naming_a_missing_queue_is_reported_and_left_out(
     problems = wait_for("the problem", lambda: [str(p) for p in source.scenario().problems])
     assert problems == [f"PodGroup/{namespace}/lost: queue 'no-such-queue' does not exist"]
     assert not _jobs(source)
+
+
+def test_the_shards_rule_configmaps_are_watched_and_edits_seen(cluster: Cluster, api: KubeApi, namespace: str,
+                                                              partition: str) -> None:
+    rules = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rules", "namespace": namespace},
+             "data": {"mine.yaml": "plugin: mine\nrules: []\n"}}
+    cluster.shard(partition, partition, ruleBundle={"configMaps": [{"namespace": namespace, "name": "rules"},
+                                                                   {"namespace": namespace, "name": "missing"}]})
+    cluster.core.create_namespaced_config_map(namespace, rules)
+    source = K8sSource(api, shard_name=partition, backoff=lambda: Backoff(0.2, 1.0))
+    source.start(timeout=30)
+    try:
+        assert source.shard() is not None
+        bundle = wait_for("the rule ConfigMaps", lambda: (b := source.rule_bundle()) and b[(namespace, "rules")] and b)
+        assert bundle == {(namespace, "missing"): None, (namespace, "rules"): {"mine.yaml": "plugin: mine\nrules: []\n"}}
+        cluster.core.patch_namespaced_config_map("rules", namespace, {"data": {"mine.yaml": "plugin: mine2\n"}})
+        wait_for("the edit", lambda: (source.rule_bundle() or {}).get((namespace, "rules")) == {
+            "mine.yaml": "plugin: mine2\n"})
+    finally:
+        source.stop()
+
+
+def test_without_a_rule_bundle_the_bundled_rules_apply(source: K8sSource) -> None:
+    assert source.rule_bundle() is None
