@@ -8,10 +8,11 @@ pods, partitions) is `assemble.py`'s work. Annotations and labels are read as th
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from kaipolicy.cache import kubeapi
 from kaipolicy.cache.kubeapi import Kind, Obj
@@ -122,6 +123,21 @@ class PriorityClassView:
 
 
 View = PodView | PodGroupView | BindRequestView | QueueView | NodeView | TopologyView | PriorityClassView
+V = TypeVar("V")
+
+
+def safely(read: Callable[[Obj], V], kind: str, obj: Obj) -> V:
+    """`read(obj)`, with any failure an ObjectError naming the object: an object of a shape the
+    readers did not expect is left out like a malformed one, never the end of a snapshot."""
+    try:
+        return read(obj)
+    except ObjectError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError) as e:
+        m = obj.get("metadata") if isinstance(obj, dict) else None
+        m = m if isinstance(m, dict) else {}
+        raise ObjectError(kind, str(m.get("namespace") or ""), str(m.get("name") or "?"),
+                          f"cannot be read: {type(e).__name__}: {e}") from e
 
 
 # ---- shared readers ---------------------------------------------------------------------------

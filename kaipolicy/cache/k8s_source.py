@@ -169,7 +169,7 @@ class K8sSource:
                 self._reported.pop((kind, key), None)
                 continue
             try:
-                views[key] = converter(obj)
+                views[key] = convert.safely(converter, kind, obj)
             except ObjectError as e:
                 self._unusable[(kind, key)] = (e, obj)
 

@@ -123,3 +123,12 @@ def test_topologies_and_priority_classes() -> None:
     assert topology.levels == ("zone", "rack")
     cls = convert.priority_class({"metadata": {"name": "inference"}, "value": 125, "globalDefault": True})
     assert (cls.value, cls.global_default) == (125, True)
+
+
+@pytest.mark.parametrize(("obj", "problem"), [
+    ({"metadata": {"name": "n1"}, "status": {"allocatable": "lots"}}, "Node/n1: cannot be read: AttributeError"),
+    ({"metadata": {"name": "n2"}, "spec": {"taints": [{"key": "k"}, "junk"]}}, "Node/n2: cannot be read: AttributeError"),
+    ("not an object", "Node/?: cannot be read: AttributeError"),
+])
+def test_an_object_of_an_unexpected_shape_is_refused_by_name_not_a_traceback(obj: Any, problem: str) -> None:
+    assert refusal(lambda o: convert.safely(convert.node, "Node", o), obj).startswith(problem)
