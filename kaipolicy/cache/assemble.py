@@ -144,7 +144,7 @@ class _JobBuilder:
             if p.group and p.scheduler == self.scope.scheduler_name:
                 members.setdefault(f"{p.meta.namespace}/{p.group}", []).append(p)
         for key, g in sorted(self.views.pod_groups.items()):
-            if not self.scope.selects(g.meta) or not self._queue_ok(g.meta, g.queue):
+            if not self.scope.selects(g.meta) or not self._queue_ok(g.meta, g.queue) or not self._topology_ok(g):
                 continue
             pods = []
             for p in members.get(key, []):
@@ -169,6 +169,22 @@ class _JobBuilder:
             cls = p.priority_class if p.priority_class in self.priorities else TRAIN_CLASS
             priority = self.priorities.get(cls, self.default_priority)
             self._add(p.meta, queue, priority, p.preemptibility, {"minAvailable": 1}, [p])
+
+    def _topology_ok(self, g: PodGroupView) -> bool:
+        """Every topology constraint of the group names a Topology and levels it has."""
+        constraints = [g.job.get("topologyConstraint")] + [sg.get("topology") for sg in g.job.get("subGroups") or ()]
+        for c in filter(None, constraints):
+            topology = self.views.topologies.get(c["topology"])
+            if topology is None:
+                problem = f"topology {c['topology']!r} does not exist"
+            else:
+                wrong = [c[k] for k in ("requiredLevel", "preferredLevel") if k in c and c[k] not in topology.levels]
+                if not wrong:
+                    continue
+                problem = f"{wrong[0]!r} is not a level of topology {c['topology']!r}"
+            self.out.problems.append(g.meta.problem(problem))
+            return False
+        return True
 
     def _queue_ok(self, m: Meta, queue: str) -> bool:
         if queue in self.leaves:

@@ -249,6 +249,8 @@ def queue(obj: Obj) -> QueueView:
                                   ("reclaimMinRuntime", "reclaimMinRuntimeSeconds")):
         if spec.get(crd_key):
             out[scenario_key] = _duration(m, f"spec.{crd_key}", spec[crd_key])
+            if out[scenario_key] < 0:
+                raise m.problem(f"spec.{crd_key}: {spec[crd_key]!r} is negative")
     parent = str(spec.get("parentQueue") or "")
     if parent:
         out["parent"] = parent

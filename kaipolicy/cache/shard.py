@@ -27,7 +27,7 @@ STRATEGIES = ("binpack", "spread")
 
 #: scheduler flags (a shard's `args`) that are scenario params: flag -> (param, parse)
 FLAG_PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "max-consolidation-preemptees": ("maxConsolidationPreemptees", int),
+    "max-consolidation-preemptees": ("maxConsolidationPreemptees", lambda v: _count(int(v))),
     "allow-consolidating-reclaim": ("allowConsolidatingReclaim", lambda v: v.lower() == "true"),
     "use-scheduling-signatures": ("useSchedulingSignatures", lambda v: v.lower() == "true"),
     "full-hierarchy-fairness": ("fullHierarchyFairness", lambda v: v.lower() == "true"),
@@ -53,15 +53,20 @@ def shard(obj: Obj) -> ShardView:
     gpu, cpu = placement.get("gpu") or "binpack", placement.get("cpu") or "binpack"
     if gpu not in STRATEGIES or cpu not in STRATEGIES:
         raise m.problem(f"spec.placementStrategy: {gpu!r}/{cpu!r}: each must be binpack or spread")
-    depth = spec.get("queueDepthPerAction") or {}
+    depth = {str(k): int(v) for k, v in (spec.get("queueDepthPerAction") or {}).items()}
+    actions = _actions(spec, gpu, cpu)
+    for name in sorted(set(actions) | set(depth)):
+        if name not in ACTION_PRIORITIES:
+            raise m.problem(f"unknown action {name!r} (kaipolicy runs {', '.join(ACTION_PRIORITIES)})")
+    if any(v < 0 for v in depth.values()):
+        raise m.problem("spec.queueDepthPerAction: a depth cannot be negative")
     config: dict[str, Any] = {"tiers": [{"plugins": _plugins(m, spec, gpu, cpu)}]}
     if depth:
-        config["queueDepthPerAction"] = {str(k): int(v) for k, v in depth.items()}
+        config["queueDepthPerAction"] = depth
     params, grace = _params(m, spec.get("args") or {})
     bundle = tuple((str(c.get("namespace", "")), str(c.get("name", "")))
                    for c in (spec.get("ruleBundle") or {}).get("configMaps") or [])
-    return ShardView(m, str(spec.get("partitionLabelValue") or ""), _actions(spec, gpu, cpu), config, params,
-                     grace, bundle)
+    return ShardView(m, str(spec.get("partitionLabelValue") or ""), actions, config, params, grace, bundle)
 
 
 def _plugins(m: Meta, spec: Obj, gpu: str, cpu: str) -> list[dict[str, Any]]:
@@ -102,6 +107,12 @@ def _override(table: dict[str, dict[str, Any]], name: str, override: Obj, with_a
 
 def _ordered(table: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     return sorted(((n, c) for n, c in table.items() if c["enabled"]), key=lambda nc: (-nc[1]["priority"], nc[0]))
+
+
+def _count(n: int) -> int:
+    if n < 0:
+        raise ValueError("cannot be negative")
+    return n
 
 
 def _params(m: Meta, args: dict[str, Any]) -> tuple[dict[str, Any], float | None]:

@@ -176,3 +176,17 @@ def test_the_last_start_and_stale_times_become_ages() -> None:
     g = convert_pods.pod_group({"metadata": _meta("g", "ns", annotations=anns), "spec": {"queue": "q"}})
     job = jobs(run(queue("q"), g, pod("g-0", group="g")))["ns/g"]
     assert (job["lastStartMinutesAgo"], job["staleSeconds"]) == (10.0, 30.0)
+
+
+def test_a_pod_group_naming_a_missing_topology_or_level_is_left_out_with_a_problem() -> None:
+    dc = convert.topology({"metadata": _meta("dc"), "spec": {"levels": [{"nodeLabel": "zone"}]}})
+    v = views(queue("q"), group("nowhere", topologyConstraint={"topology": "moon"}),
+              group("nolevel", topologyConstraint={"topology": "dc", "requiredTopologyLevel": "rack"}),
+              group("fine", topologyConstraint={"topology": "dc", "requiredTopologyLevel": "zone"}),
+              pod("a", group="nowhere"), pod("b", group="nolevel"), pod("c", group="fine"))
+    v.topologies["dc"] = dc
+    out = assemble(v, WHOLE_CLUSTER, NOW, {"actions": ["allocate"]})
+    scenario_from_doc(out.doc)
+    assert list(jobs(out)) == ["ns/fine"]
+    assert [str(p) for p in out.problems] == ["PodGroup/ns/nolevel: 'rack' is not a level of topology 'dc'",
+                                              "PodGroup/ns/nowhere: topology 'moon' does not exist"]

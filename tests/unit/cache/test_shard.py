@@ -73,3 +73,14 @@ def test_a_bad_shard_is_refused_naming_it(spec: dict[str, Any], problem: str) ->
     with pytest.raises(ObjectError) as e:
         render(**spec)
     assert str(e.value).startswith(f"SchedulingShard/s: {problem}")
+
+
+@pytest.mark.parametrize(("spec", "problem"), [
+    ({"actions": {"backfill": {"priority": 50}}}, "unknown action 'backfill' (kaipolicy runs allocate, consolidation"),
+    ({"queueDepthPerAction": {"allocate": -1}}, "spec.queueDepthPerAction: a depth cannot be negative"),
+    ({"args": {"max-consolidation-preemptees": "-1"}}, "spec.args[max-consolidation-preemptees]: '-1': cannot be negative"),
+])
+def test_a_shard_asking_for_what_kaipolicy_cannot_run_is_refused(spec: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ObjectError) as e:
+        render(**spec)
+    assert str(e.value).startswith(f"SchedulingShard/s: {problem}")
