@@ -148,13 +148,11 @@ class _JobBuilder:
                 continue
             pods = []
             for p in members.get(key, []):
-                sub = p.task.get("subGroup")
-                if (sub or "") and sub not in g.sub_groups or g.sub_groups and not sub:
-                    self.out.problems.append(p.meta.problem(
-                        f"sub-group {sub!r} is not a leaf sub-group of pod group {g.meta.name}" if sub
-                        else f"pod group {g.meta.name} has sub-groups: the pod needs the label kai.scheduler/subgroup-name"))
-                    continue
-                pods.append(p)
+                problem = _sub_group_problem(p, g)
+                if problem:
+                    self.out.problems.append(p.meta.problem(problem))
+                else:
+                    pods.append(p)
             priority = self.priorities.get(g.priority_class, self.default_priority)
             self._add(g.meta, g.queue, priority, g.preemptibility, dict(g.job), pods)
 
@@ -242,6 +240,15 @@ class _JobBuilder:
         if br is not None:
             return "Binding", br.node, br.gpu_groups or groups
         return ("Gated" if p.gated else "Pending"), "", groups
+
+
+def _sub_group_problem(p: PodView, g: PodGroupView) -> str:
+    sub = str(p.task.get("subGroup") or "")
+    if g.sub_groups and not sub:
+        return f"pod group {g.meta.name} has sub-groups: the pod needs the label kai.scheduler/subgroup-name"
+    if sub and sub not in g.sub_groups:
+        return f"sub-group {sub!r} is not a leaf sub-group of pod group {g.meta.name}"
+    return ""
 
 
 def _other_pods(pods: Iterable[PodView], tasks: set[str], nodes: dict[str, Any]) -> None:
