@@ -64,12 +64,15 @@ class Assembly:
     problems: list[ObjectError]
     #: scenario job and task names -> the object each came from (kind, namespace, name, uid)
     origins: dict[str, tuple[str, str, str, str]]
+    #: the wall-clock time (seconds since the epoch) the document's clock 0 stands for: ages in it
+    #: are counted back from here, and a cycle's times (a job's last start) forward
+    now: float = 0.0
 
 
 def assemble(views: Views, scope: Scope, now: float, head: dict[str, Any]) -> Assembly:
     """The scenario document for `scope` at wall-clock time `now` (seconds since the epoch);
     `head` gives its top-level keys (actions, config, params...)."""
-    out = Assembly({}, [], {})
+    out = Assembly({}, [], {}, now)
     nodes = {v.meta.name: dict(v.node) for v in sorted(views.nodes.values(), key=_by_name) if scope.selects(v.meta)}
     queues, leaves = _queues(views.queues.values(), scope, out.problems)
     bind = _bind_requests(views.bind_requests.values(), nodes)

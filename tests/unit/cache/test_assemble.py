@@ -190,3 +190,7 @@ def test_a_pod_group_naming_a_missing_topology_or_level_is_left_out_with_a_probl
     assert list(jobs(out)) == ["ns/fine"]
     assert [str(p) for p in out.problems] == ["PodGroup/ns/nolevel: 'rack' is not a level of topology 'dc'",
                                               "PodGroup/ns/nowhere: topology 'moon' does not exist"]
+
+
+def test_the_assembly_says_which_wall_clock_time_its_clock_zero_is() -> None:
+    assert run(queue("q")).now == NOW
