@@ -194,3 +194,22 @@ def test_a_pod_group_naming_a_missing_topology_or_level_is_left_out_with_a_probl
 
 def test_the_assembly_says_which_wall_clock_time_its_clock_zero_is() -> None:
     assert run(queue("q")).now == NOW
+
+
+def test_a_snapshot_file_builds_the_same_cluster_as_the_live_source() -> None:
+    import yaml
+
+    frac = pod("frac", annotations={"gpu-fraction": "0.33"}, labels={"runai-gpu-group": "g1"}, node="n",
+               phase="Running")
+    out = run(queue("q"), node("n"), group("g", min_member=2), pod("g-0", group="g", gpus=1, node="n", phase="Running"),
+              pod("g-1", group="g", gpus=1), frac, pod("kube", gpus=1, node="n", scheduler="other", phase="Running"))
+    live = scenario_from_doc(out.doc, validate=False).snapshot()
+    filed = scenario_from_doc(yaml.safe_load(yaml.safe_dump(out.doc, sort_keys=False))).snapshot()
+
+    def facts(c: Any) -> Any:
+        tasks = sorted((t.name, t.status, t.node, t.request, tuple(t.gpu_groups), t.created)
+                       for j in c.jobs.values() for t in j.tasks.values())
+        nodes = sorted((n.name, repr(n.idle), repr(n.used), dict(n.shared_used)) for n in c.nodes.values())
+        return tasks, nodes, sorted((j.name, j.priority, j.created, j.queue) for j in c.jobs.values())
+
+    assert facts(live) == facts(filed)
