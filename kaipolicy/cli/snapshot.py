@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from kaipolicy.errors import InputError
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("snapshot", help="write the live cluster state as a scenario file")
@@ -46,8 +48,11 @@ def run(args: argparse.Namespace) -> int:
     scenario_from_doc(doc, args.output or "<snapshot>")   # what simulate will load must load
     text = yaml.safe_dump(doc, sort_keys=False, width=110, allow_unicode=True)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as e:
+            raise InputError(f"cannot write {args.output}: {e.strerror or e}") from e
     else:
         sys.stdout.write(text)
     for problem in out.problems:

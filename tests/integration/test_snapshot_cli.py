@@ -86,6 +86,12 @@ def test_an_unknown_shard_is_an_error_naming_it(apiserver: ApiServer) -> None:
     assert err.strip() == "kaipolicy: SchedulingShard/nope: not found"
 
 
+def test_an_output_file_that_cannot_be_written_is_a_one_line_error(apiserver: ApiServer, tmp_path: Path) -> None:
+    code, _, err = _run("snapshot", "--kubeconfig", str(apiserver.kubeconfig), "-o", str(tmp_path / "no" / "such.yaml"))
+    assert code == 2
+    assert err.strip() == f"kaipolicy: cannot write {tmp_path}/no/such.yaml: No such file or directory"
+
+
 def test_an_unreachable_cluster_is_a_one_line_error(tmp_path: Path, apiserver: ApiServer) -> None:
     config = tmp_path / "kubeconfig"
     config.write_text(apiserver.kubeconfig.read_text().replace(f":{apiserver.port}", ":1"))
