@@ -106,7 +106,7 @@ class Informer:
 
     def _list(self) -> None:
         items, version = self.api.list(self.kind, self.namespace, field_selector=self.field_selector)
-        fresh = {object_key(o): o for o in items}
+        fresh = {object_key(o): _slim(o) for o in items}
         with self._lock:
             old, self._objects = self._objects, fresh
         self._version = version
@@ -147,9 +147,16 @@ class Informer:
             if kind == "DELETED":
                 self._objects.pop(key, None)
             else:
-                self._objects[key] = obj
+                self._objects[key] = _slim(obj)
         self._version = version or self._version
         self.on_change(key)
+
+
+def _slim(obj: Obj) -> Obj:
+    """The object without its managedFields: nothing here reads them, and they often double an
+    object's size (client-go informers drop them the same way)."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
 
 
 def _version(obj: Obj | None) -> str:

@@ -121,3 +121,16 @@ def test_backoff_doubles_up_to_its_limit_and_starts_over_after_a_reset() -> None
     assert [b.next() for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
     b.reset()
     assert b.next() == 0.5
+
+
+def test_managed_fields_are_not_kept() -> None:
+    listed = obj("a", "5") | {"metadata": {**obj("a", "5")["metadata"], "managedFields": [{"manager": "kubectl"}]}}
+    watched = obj("b", "11")
+    watched["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    api = FakeApi([([listed], "10")], [[WatchEvent("ADDED", watched)]])
+    informer, changed = run(api)
+    try:
+        wait_for("the watched object", lambda: "ns/b" in changed, 5)
+    finally:
+        informer.stop()
+    assert all("managedFields" not in (informer.get(k) or {})["metadata"] for k in ("ns/a", "ns/b"))
