@@ -27,6 +27,9 @@ from kaipolicy.errors import ObjectError
 DEFAULT_QUEUE = "default-queue"     # where the reference's pod-grouper puts a pod without a queue label
 TRAIN_CLASS = "train"               # the priority class it gives a bare pod
 DEFAULT_PRIORITY = 50               # when no PriorityClass says otherwise
+#: the `app` label of KAI's own utility pods: a GPU-sharing group's reservation pod (its GPU is
+#: the group's, counted through the sharing pods) and the node-scale-adjuster's scaling pod
+RESERVATION_APP, SCALING_APP = "kai-resource-reservation", "scaling-pod"
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,8 @@ class _JobBuilder:
         for p in sorted(self.views.pods.values(), key=lambda p: p.meta.key):
             if p.group or p.scheduler != self.scope.scheduler_name or not self.scope.selects(p.meta):
                 continue
+            if p.meta.labels.get("app") in (RESERVATION_APP, SCALING_APP):
+                continue   # utility pods are nobody's job
             queue = p.queue or DEFAULT_QUEUE
             if not self._queue_ok(p.meta, queue):
                 continue
@@ -263,4 +268,5 @@ def _other_pods(pods: Iterable[PodView], tasks: set[str], nodes: dict[str, Any])
         other["count"] += 1
         other["cpuMillis"] += int(p.usage["cpuMillis"])
         other["memoryBytes"] += int(p.usage["memoryBytes"])
-        other["gpus"] += p.usage["gpus"]
+        if p.meta.labels.get("app") != RESERVATION_APP:
+            other["gpus"] += p.usage["gpus"]

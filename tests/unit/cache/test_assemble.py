@@ -213,3 +213,11 @@ def test_a_snapshot_file_builds_the_same_cluster_as_the_live_source() -> None:
         return tasks, nodes, sorted((j.name, j.priority, j.created, j.queue) for j in c.jobs.values())
 
     assert facts(live) == facts(filed)
+
+
+def test_a_gpu_sharing_reservation_pod_is_nobodys_job_and_its_gpu_is_the_groups() -> None:
+    reservation = pod("runai-reservation-x", queue=None, gpus=1, node="n", phase="Running",
+                      labels={"app": "kai-resource-reservation"})
+    out = run(queue("q"), node("n"), reservation)
+    assert not out.doc["jobs"]
+    assert out.doc["nodes"][0]["otherPods"] == {"count": 1, "cpuMillis": 1000, "memoryBytes": 2**30, "gpus": 0}
