@@ -194,6 +194,13 @@ class KubeApi:
         name = (obj.get("metadata") or {}).get("name")
         return self._json("POST", kind.path(ns), object_name(kind, ns, name), "create", body=obj)
 
+    def replace(self, kind: Kind, obj: Obj) -> Obj:
+        """PUT the whole object. With its metadata.resourceVersion set this is compare-and-swap:
+        409 Conflict when the object changed since (what a Lease for leader election needs)."""
+        meta = obj.get("metadata") or {}
+        name, ns = meta.get("name"), meta.get("namespace")
+        return self._json("PUT", kind.path(ns, name), object_name(kind, ns, name), "replace", body=obj)
+
     def patch(self, kind: Kind, name: str, patch: Obj, namespace: str | None = None, status: bool = False) -> Obj:
         """A JSON merge patch of the object, or of its status subresource."""
         return self._json("PATCH", kind.path(namespace, name, "status" if status else None),

@@ -101,3 +101,14 @@ def test_an_unreachable_server_is_a_cluster_error_not_a_traceback(apiserver: Api
 def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match=f"cannot load Kubernetes credentials from {tmp_path}/none"):
         KubeApi(str(tmp_path / "none"))
+
+
+def test_replacing_an_object_changed_since_it_was_read_is_a_conflict(api: KubeApi, namespace: str) -> None:
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "leader", "namespace": namespace}, "spec": {"holderIdentity": "a"}}
+    read = api.create(kubeapi.LEASE, lease)
+    first = api.replace(kubeapi.LEASE, read | {"spec": {"holderIdentity": "b"}})
+    assert first["spec"]["holderIdentity"] == "b"
+    with pytest.raises(ClusterError) as e:
+        api.replace(kubeapi.LEASE, read | {"spec": {"holderIdentity": "c"}})   # read's version is stale now
+    assert e.value.status == 409 and f"replace Lease/{namespace}/leader: 409 Conflict" in str(e.value)
