@@ -95,9 +95,9 @@ def test_an_output_file_that_cannot_be_written_is_a_one_line_error(apiserver: Ap
 def test_an_unreachable_cluster_is_a_one_line_error(tmp_path: Path, apiserver: ApiServer) -> None:
     config = tmp_path / "kubeconfig"
     config.write_text(apiserver.kubeconfig.read_text().replace(f":{apiserver.port}", ":1"))
-    code, _, err = _run("snapshot", "--kubeconfig", str(config), "--timeout", "2")
+    code, _, err = _run("snapshot", "--kubeconfig", str(config), "--timeout", "1")
     assert code == 2
-    assert err.startswith("kaipolicy: no list of Pod objects within 2s: list Pod: cannot reach the API server")
+    assert err.startswith("kaipolicy: no list of Pod objects within 1s: list Pod: cannot reach the API server")
     assert "Traceback" not in err
 
 
