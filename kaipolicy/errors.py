@@ -7,9 +7,11 @@
     │   │   │                                   (size, encoding, syntax, aliases, depth, keys)
     │   │   └── ScenarioError                   a scenario file: key path (+ line:column)
     │   ├── RuleError                           rule files: carries every Diagnostic
+    │   ├── ObjectError                         a cluster object: kind/namespace/name + what is wrong
     │   └── ConfigError                         scheduler configuration (tiers, arguments)
     ├── StatementError             (RuntimeError) an operation the session state forbids
     └── ClusterError               (RuntimeError) the cluster API failed (wraps the cause)
+        └── WatchExpired                          a watch's resourceVersion is gone (410): list again
 
 Messages name the file and the place (key path or line:column) or the object
 (kind/namespace/name); the CLI prints them without a traceback.
@@ -69,6 +71,19 @@ class RuleError(InputError):
         super().__init__("\n".join(lines) if lines else "rule bundle failed to load")
 
 
+class ObjectError(InputError):
+    """A Kubernetes object kaipolicy cannot use (bad annotation, negative quantity, unknown queue):
+    it is reported and left out of the snapshot."""
+
+    def __init__(self, kind: str, namespace: str, name: str, problem: str) -> None:
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.problem = problem
+        where = "/".join(p for p in (kind, namespace, name) if p)
+        super().__init__(f"{where}: {problem}")
+
+
 class ConfigError(InputError):
     """The scheduler configuration names an unknown plugin, action or argument."""
 
@@ -78,4 +93,14 @@ class StatementError(KaipolicyError, RuntimeError):
 
 
 class ClusterError(KaipolicyError, RuntimeError):
-    """The Kubernetes API failed; the cause is chained."""
+    """The Kubernetes API failed; the cause is chained. `status` is the HTTP status when the API
+    answered (404, 409, 422, ...) and None when it could not be reached; `reason` its Status reason."""
+
+    def __init__(self, message: str, status: int | None = None, reason: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        super().__init__(message)
+
+
+class WatchExpired(ClusterError):
+    """The resourceVersion a list or watch resumed from is no longer kept: list afresh."""

@@ -14,11 +14,11 @@ from typing import Any
 
 from kaipolicy import yamlsafe
 from kaipolicy.api.job import DEFAULT_SUB_GROUP, Job, PodSet, SubGroupSet, TopologyConstraint
-from kaipolicy.api.node import DEFAULT_GPU_MEMORY, Node
+from kaipolicy.api.node import DEFAULT_GPU_MEMORY, Node, Taint
 from kaipolicy.api.queue import Quantities, Queue
 from kaipolicy.api.resources import Request, Resources
 from kaipolicy.api.snapshot import ClusterInfo, Topology
-from kaipolicy.api.task import HOLDS_NODE, PodAffinity, Status, Task
+from kaipolicy.api.task import HOLDS_NODE, AffinityTerm, PodAffinity, Requirement, Status, Task, Toleration
 from kaipolicy.cache.scenario_checks import warnings as scenario_warnings
 from kaipolicy.cache.scenario_paths import elem, keys
 from kaipolicy.cache.scenario_schema import validate_scenario
@@ -94,8 +94,11 @@ def load_scenario(path: str | Path) -> Scenario:
     return scn
 
 
-def scenario_from_doc(doc: Any, file: str = "<scenario>") -> Scenario:
-    validate_scenario(doc, file)
+def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True) -> Scenario:
+    """`validate=False` is for documents a trusted producer built (the live cluster source, every
+    cycle): the schema check costs several times the build on a large cluster."""
+    if validate:
+        validate_scenario(doc, file)
     params = dict(PARAM_DEFAULTS)
     params.update(doc.get("params") or {})
     scn = Scenario(
@@ -151,7 +154,13 @@ def _queue(spec: dict[str, Any], parent: str | None) -> Queue:
         limit=_quantities(spec.get("limit"), -1.0),
         over_quota_weight=_quantities(spec.get("overQuotaWeight"), 1.0),
         created=int(spec.get("creationOrder", 0)),
+        preempt_min_runtime=_seconds(spec.get("preemptMinRuntimeSeconds")),
+        reclaim_min_runtime=_seconds(spec.get("reclaimMinRuntimeSeconds")),
     )
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _queues(doc: dict[str, Any]) -> dict[str, Queue]:
@@ -190,8 +199,35 @@ def _node(spec: dict[str, Any], index: int) -> Node:
         labels=labels, gpu_memory=memory, gpu_memory_synced=synced, mig_enabled=mig_enabled,
         mig_strategy=(label_strategy if label_strategy in ("single", "mixed") else "none") if mig_enabled
         else "none",
-        unschedulable=bool(spec.get("unschedulable", False)), index=index,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        taints=tuple(Taint(t["key"], str(t.get("value", "")), t.get("effect", "NoSchedule"))
+                     for t in spec.get("taints") or ()),
+        conditions=tuple(spec.get("conditions") or ()), other_pods=_other_pods(spec.get("otherPods")),
+        index=index,
     )
+
+
+def _other_pods(spec: dict[str, Any] | None) -> Resources | None:
+    if not spec:
+        return None
+    return Resources(float(spec.get("cpuMillis", 0)), float(spec.get("memoryBytes", 0)),
+                     float(spec.get("gpus", 0)), float(spec.get("count", 0)))
+
+
+def _requirements(specs: list[dict[str, Any]] | None) -> tuple[Requirement, ...]:
+    return tuple(Requirement(r["key"], r["operator"], tuple(str(v) for v in r.get("values") or ()))
+                 for r in specs or ())
+
+
+def _node_constraints(spec: dict[str, Any]) -> dict[str, Any]:
+    """Task fields from the optional nodeSelector, requiredNodeAffinity and tolerations keys."""
+    return {
+        "node_selector": tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
+        "affinity_terms": tuple(AffinityTerm(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
+                                for t in spec.get("requiredNodeAffinity") or ()),
+        "tolerations": tuple(Toleration(t.get("key", ""), t.get("operator", "Equal"), str(t.get("value", "")),
+                                        t.get("effect", "")) for t in spec.get("tolerations") or ()),
+    }
 
 
 def _request(per_task: dict[str, Any], override: dict[str, Any] | None) -> Request:
@@ -255,7 +291,7 @@ def _task(job: dict[str, Any], index: int, spec: dict[str, Any], created: float)
         node_affinity=tuple(str(v) for v in spec.get("nodeAffinity") or ()),
         pod_affinity=PodAffinity(tuple(sorted((str(k), str(v)) for k, v in (aff.get("labels") or {}).items())),
                                  aff.get("topologyKey"), aff.get("antiTopologyKey")) if aff else None,
-        legacy_mig=bool(spec.get("legacyMig", False)), created=created, order=index,
+        legacy_mig=bool(spec.get("legacyMig", False)), created=created, order=index, **_node_constraints(spec),
     )
 
 

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from kaipolicy.cli import diff, explain, lint, simulate, test
+from kaipolicy.cli import diff, explain, lint, simulate, snapshot, test
 from kaipolicy.cli.text import internal_error, printable_lines, tolerant_streams
 from kaipolicy.errors import KaipolicyError
 
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.register(sub)
     test.register(sub)
     diff.register(sub)
+    snapshot.register(sub)
     return ap
 
 

@@ -60,6 +60,7 @@ TYPES = {
         "allocatableCpuMillis": "double", "freeMemoryBytes": "double", "allocatableMemoryBytes": "double",
         "freePods": "double", "gpuMemoryMiB": ("int", "gpu_memory"), "gpuMemorySynced": "bool",
         "unschedulable": "bool", "cpuOnly": "bool", "migEnabled": "bool", "migStrategy": "string",
+        "ready": "bool", "notReadyReason": "string",
     }, Node),
     "Gpu": _type("Gpu", "One candidate GPU on a node for a shared task.", {
         "whole": "bool", "usedPortion": "double", "group": "string",
@@ -111,9 +112,16 @@ def _fits_shared_group_vector(task: Task, node: NodeVector) -> np.ndarray:
 
 
 def _node_affinity_vector(task: Task, node: NodeVector) -> np.ndarray:
-    if not task.node_affinity:
+    if not task.has_node_affinity:
         return np.ones(len(node), dtype=bool)
     return np.fromiter((affinity.node_affinity_matches(task, n) for n in node.nodes), dtype=bool, count=len(node))
+
+
+def _untolerated_taint_vector(task: Task, node: NodeVector) -> np.ndarray:
+    out = np.full(len(node), "", dtype=object)
+    for i in np.flatnonzero(node.tainted):
+        out[i] = affinity.untolerated_taint(task, node.nodes[int(i)])
+    return out
 
 
 def _fits_shared_group(task: Task, node: Node) -> bool:
@@ -244,7 +252,10 @@ FUNCTIONS = {f.name: f for f in (
        "9 x (1 - (free - min) / (max - min)) of the 'gpu' or 'cpu' resource over the candidate nodes."),
     _f("placement.spread", ("double", "double"), "double", _spread, _spread, "free / total, 0 when total is 0."),
     _f("affinity.nodeMatches", ("Task", "Node"), "bool", affinity.node_affinity_matches,
-       _node_affinity_vector, "The node satisfies the task's required node affinity."),
+       _node_affinity_vector, "The node has the task's nodeSelector labels and satisfies its required node affinity."),
+    _f("affinity.untoleratedTaint", ("Task", "Node"), "string", affinity.untolerated_taint,
+       _untolerated_taint_vector,
+       "The first NoSchedule or NoExecute taint of the node the task does not tolerate, as a message; '' when none."),
     _f("affinity.podFits", ("Cluster", "Task", "Node"), "bool", _pod_affinity, _pod_affinity_vector,
        "The task's required pod affinity and anti-affinity hold on the node."),
     _f("capacity.onNode", ("Cluster", "Task", "Job", "Node"), "string", _cap_on_node,

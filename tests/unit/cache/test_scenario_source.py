@@ -140,3 +140,37 @@ def test_task_priority_becomes_the_task_priority_label() -> None:
 def test_a_gpu_fraction_below_one_hundredth_is_refused() -> None:
     with pytest.raises(ScenarioError, match=r"jobs\[j\].perTask.gpus: expected 0 or at least 0.01"):
         scenario([node("n0")], [job("j", perTask={"gpus": 0.001, "cpuMillis": 1, "memoryBytes": 1})])
+
+
+def test_pods_of_other_schedulers_are_used_on_their_node_and_never_idle() -> None:
+    other = {"count": 2, "cpuMillis": 3000, "memoryBytes": 10**9, "gpus": 1}
+    cluster = scenario([node("n0", gpus=4, otherPods=other)], [job("j", tasks=[{"state": "Pending"}])]).snapshot()
+    n = cluster.nodes["n0"]
+    assert (n.allocatable.gpus, n.idle.gpus, n.used.gpus) == (4, 3, 1)
+    assert n.idle.pods == n.allocatable.pods - 2
+
+
+def test_node_conditions_and_taints_and_queue_min_runtimes_reach_the_model() -> None:
+    taint = {"key": "k", "value": "v", "effect": "NoExecute"}
+    cluster = scenario([node("n0", conditions=["MemoryPressure"], taints=[taint])], [job("j", queue="q0")],
+                       queues=[{"name": "q0", "preemptMinRuntimeSeconds": 60, "reclaimMinRuntimeSeconds": 90}]
+                       ).snapshot()
+    n = cluster.nodes["n0"]
+    assert (n.ready, n.not_ready_reason) == (False, "node has MemoryPressure condition")
+    assert [(t.key, t.value, t.effect) for t in n.taints] == [("k", "v", "NoExecute")]
+    q = cluster.queues["q0"]
+    assert (q.preempt_min_runtime, q.reclaim_min_runtime) == (60, 90)
+
+
+def test_a_task_keeps_its_node_selector_affinity_terms_and_tolerations() -> None:
+    task_spec = {"state": "Pending", "nodeSelector": {"b": "2", "a": "1"},
+                 "requiredNodeAffinity": [{"matchExpressions": [{"key": "z", "operator": "In", "values": ["x"]}],
+                                           "matchFields": [{"key": "metadata.name", "operator": "NotIn",
+                                                            "values": ["n9"]}]}],
+                 "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]}
+    task = next(iter(scenario([node("n0")], [job("j", tasks=[task_spec])]).snapshot().jobs["j"].tasks.values()))
+    assert task.node_selector == (("a", "1"), ("b", "2"))
+    assert [(r.key, r.operator, r.values) for r in task.affinity_terms[0].expressions] == [("z", "In", ("x",))]
+    assert [(r.key, r.operator, r.values) for r in task.affinity_terms[0].fields] == [("metadata.name", "NotIn", ("n9",))]
+    assert [(t.key, t.operator, t.effect) for t in task.tolerations] == [("k", "Exists", "NoSchedule")]
+    assert task.has_node_affinity
