@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +17,10 @@ from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import gpusharing
+from kaipolicy.framework import verdicts as verdicts_of
+from kaipolicy.framework.audit import RESOURCES_RULE, Rejections
 from kaipolicy.framework.nodetable import fits_mask
+from kaipolicy.framework.outcome import Outcome
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import tasks_to_allocate
@@ -29,6 +33,7 @@ def allocate_job(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, pip
     if not gate.ok:
         if not pipeline_only:
             job.add_fit_error(gate.message)
+            ssn.note_denial(job, gate)
         return False
     return _sub_group_set(ssn, stmt, nodes, job, job.root, tasks, pipeline_only)
 
@@ -72,49 +77,128 @@ def _tasks_on(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, tasks:
     for index, task in enumerate(tasks):
         if not allocate_task(ssn, stmt, nodes, job, task, pipeline_only):
             _record_failure(job, task, index)
+            if not pipeline_only:
+                ps = job.pod_sets[task.sub_group]
+                ssn.gangs_short[job.uid] = {"placed": index, "needed": ps.min_available, "task": task.name,
+                                            "why": job.task_fit_errors.get(task.uid, ""),
+                                            "subGroup": ps.name if len(job.pod_sets) > 1 else ""}
             return False
     return True
 
 
 SCALAR_PROBES = 4  # fitting nodes checked one by one before the rest are filtered as a vector
+RUNNER_UP_PROBES = 8  # candidates after the chosen node searched for the audit log's runner-up
 
 
 def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job, task: Task,
                   pipeline_only: bool) -> bool:
     """Best-scored node that fits and passes every predicate, as the reference walks them."""
+    audit = ssn.audit.enabled and not pipeline_only   # the solver's what-if placements are not logged
     pre = ssn.pre_predicate(task, job)
     if not pre.ok:
         job.task_fit_errors[task.uid] = pre.message
+        if audit:
+            ssn.audit.add("task", action=ssn.action, job=job.name, namespace=job.namespace, task=task.name,
+                          outcome="unplaced", node=None, nodes=len(nodes),
+                          deniedBy={"rule": pre.rule, "message": pre.message})
         return False
     view = ssn.table.view(nodes)
     fits = fits_mask(view, task, with_releasing=True)
     reasons: Counter[str] = Counter()
+    rejections = Rejections(ssn.audit.detail) if audit else None
     if fits.any():
         order = ssn.node_order(task, job, nodes)
-        candidates = [nodes[i] for i in order[fits[order]]]
-        verdicts: dict[int, str | None] = {}
+        ranked = order[fits[order]]
+        candidates = [nodes[i] for i in ranked]
+        verdicts: dict[int, Outcome | None] = {}
         for k, node in enumerate(candidates):
             if k == SCALAR_PROBES:
                 rest = candidates[k:]
                 verdicts.update(zip(map(id, rest), ssn.predicate_results(task, job, rest)))
             verdict = verdicts[id(node)] if k >= SCALAR_PROBES else ssn.predicate_on(task, job, node)
             if verdict is not None:
-                reasons[verdict] += 1
-            elif _place(ssn, stmt, task, node, pipeline_only):
-                if ssn.audit.enabled:
-                    ssn.audit.add("task", action=ssn.action, job=job.name, task=task.name, node=node.name,
-                                  outcome=task.status.value, pipelineOnly=pipeline_only,
-                                  scores=ssn.score_breakdown(node), rejected=dict(reasons.most_common(5)))
+                reasons[verdict.message] += 1
+                if rejections is not None:
+                    rejections.add(verdict.rule, node.name, verdict.message)
+                continue
+            runner_up = _runner_up(ssn, task, job, candidates, ranked, k, verdicts) if audit else None
+            shadows = verdicts_of.shadow_predicates(ssn, task, job, node) if ssn.shadowing and not pipeline_only else []
+            if _place(ssn, stmt, task, node, pipeline_only):
+                if rejections is not None:
+                    _audit_placed(ssn, job, task, (int(ranked[k]), runner_up), nodes, rejections)
+                if shadows:
+                    verdicts_of.record_shadows(ssn, shadows, task, job, node)
                 return True
     if not pipeline_only:
         idle = fits_mask(view, task, with_releasing=False)
-        for i in np.flatnonzero(~fits & ~idle):
-            reasons[_insufficient(nodes[int(i)], task)] += 1
+        lacking = [nodes[int(i)] for i in np.flatnonzero(~fits & ~idle)]
+        for node in lacking:
+            reasons[_insufficient(node, task)] += 1
         job.task_fit_errors[task.uid] = _summary(len(nodes), reasons)
-        if ssn.audit.enabled:
-            ssn.audit.add("task", action=ssn.action, job=job.name, task=task.name, node=None, outcome="unplaced",
-                          rejected=dict(reasons.most_common(5)))
+        if rejections is not None:
+            _audit_unplaced(ssn, job, task, len(nodes), lacking, rejections)
     return False
+
+
+def _runner_up(ssn: Session, task: Task, job: Job, candidates: list[Node], ranked: np.ndarray, k: int,
+               verdicts: dict[int, Outcome | None]) -> int | None:
+    """Index in `nodes` of the next candidate after the k-th that passes every predicate (looked
+    for among the next few only, before the chosen node is taken), or None."""
+    for j in range(k + 1, min(len(candidates), k + 1 + RUNNER_UP_PROBES)):
+        node = candidates[j]
+        known = id(node) in verdicts
+        if (verdicts[id(node)] is None) if known else verdicts_of.passes_predicates(ssn, task, job, node):
+            return int(ranked[j])
+    return None
+
+
+def _audit_placed(ssn: Session, job: Job, task: Task, chosen: tuple[int, int | None], nodes: Sequence[Node],
+                  rejections: Rejections) -> None:
+    index, runner_up = chosen
+    indices = [index] if runner_up is None else [index, runner_up]
+    sheets = [{"node": nodes[i].name, **s} for i, s in zip(indices, verdicts_of.scores_at(ssn, indices))]
+    scores: dict[str, Any] = {"chosen": sheets[0], "runnerUp": sheets[1] if len(sheets) > 1 else None}
+    ssn.audit.add("task", action=ssn.action, job=job.name, namespace=job.namespace, task=task.name,
+                  outcome=task.status.value.lower(), node=nodes[index].name, nodes=len(nodes),
+                  rejected=rejections.records(), scores=scores)
+
+
+def _audit_unplaced(ssn: Session, job: Job, task: Task, n_nodes: int, lacking: list[Node],
+                    rejections: Rejections) -> None:
+    closest: tuple[tuple[float, ...], Node, str] | None = None
+    for node in lacking:
+        rank, text = _shortfall(node, task)
+        rejections.add(RESOURCES_RULE, node.name, text)
+        if closest is None or rank < closest[0]:
+            closest = (rank, node, text)
+    if closest is not None:
+        rejections.sample(RESOURCES_RULE, closest[1].name, closest[2])
+    ssn.audit.add("task", action=ssn.action, job=job.name, namespace=job.namespace, task=task.name,
+                  outcome="unplaced", node=None, nodes=n_nodes, rejected=rejections.records())
+
+
+def _shortfall(node: Node, task: Task) -> tuple[tuple[float, ...], str]:
+    """How far `node` is from taking the task: a rank (fewer and smaller gaps first) and a phrase."""
+    req, free = task.request, node.non_allocated()
+    gaps: list[tuple[float, str]] = []
+    gpu_gap = req.gpus - free.gpus
+    if gpu_gap > 1e-9:
+        gaps.append((gpu_gap, f"{gpu_gap:g} GPU" + ("" if gpu_gap <= 1 else "s")))
+    elif req.is_shared and not node.fits_idle_or_releasing(task):
+        gaps.append((req.gpus, f"a GPU with {req.gpus:g} of it free"))
+    if req.cpu > free.cpu:
+        gaps.append(((req.cpu - free.cpu) / 1000, f"{(req.cpu - free.cpu) / 1000:g} CPU cores"))
+    if req.memory > free.memory:
+        gaps.append(((req.memory - free.memory) / 1e9, f"{(req.memory - free.memory) / 1e9:.3g} GB memory"))
+    for name, n in req.mig:
+        if free.mig.get(name, 0) < n:
+            gaps.append((n - free.mig.get(name, 0), f"{n - free.mig.get(name, 0)} {name}"))
+    if free.pods < 1:
+        gaps.append((1.0, "a pod slot"))
+    if not gaps:
+        return (0.0,), f"node {node.name} cannot take the request as a whole"
+    rank = (float(len(gaps)), *sorted((g for g, _ in gaps), reverse=True))
+    return rank, f"node {node.name} lacks " + " and ".join(text for _, text in gaps)
 
 
 def _place(ssn: Session, stmt: Statement, task: Task, node: Node, pipeline_only: bool) -> bool:

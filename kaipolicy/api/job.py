@@ -118,6 +118,24 @@ class Job(CountsTasks):
     def gang_satisfied(self) -> bool:
         return all(ps.gang_satisfied() for ps in self.pod_sets.values())
 
+    def not_ready_reason(self) -> str | None:
+        """Why a job with pending or gated pods is not even tried (too few pods for a gang), in the
+        words of the reference's "not ready" event; None when it is ready or has nothing to place."""
+        gated = frozenset({Status.GATED})
+        if self.ready() or (not self.has_pending and not self.count(gated)):
+            return None
+        message = "Job is not ready for scheduling."
+        for ps in self.pod_sets.values():
+            if ps.ready():
+                continue
+            alive, n_gated = ps.count(ALIVE), ps.count(gated)
+            if ps.name == DEFAULT_SUB_GROUP:
+                message += f" Waiting for {ps.min_available} pods, currently {alive} exist, {n_gated} are gated"
+            else:
+                message += (f" Waiting for {ps.min_available} pods for SubGroup {ps.name}, currently {alive} "
+                            f"exist, {n_gated} are gated.")
+        return message
+
     def is_elastic(self) -> bool:
         return any(ps.is_elastic() for ps in self.pod_sets.values())
 

@@ -63,6 +63,7 @@ class CompiledRule:
     vector_factory: Factory | None = None
     message_factory: Factory | None = None
     reads: frozenset[str] = frozenset()   # the variables its expressions name (hook names, args, cluster)
+    mode: str = "enforce"                 # enforce | warn | audit: warn and audit rules change nothing
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -105,6 +106,7 @@ class RuleInput:
     builtin: str = ""
     with_args: Mapping[str, Any] = field(default_factory=dict)
     cost: int = 0
+    mode: str = "enforce"
 
 
 def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocabulary,
@@ -136,7 +138,7 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
     return CompiledRule(rule.name, hook, rule.file, rule.line, hook.form, variables, rule.weight,
                         rule.description, rule.builtin, dict(rule.with_args), can_vector, rule.cost,
                         "\n".join(sources), values.get("_make_scalar"), values.get("_make_vector"),
-                        values.get("_make_message"), reads)
+                        values.get("_make_message"), reads, rule.mode)
 
 
 def _namespace(types: Mapping[str, TypeSpec], fail: Callable[[BaseException], EvalError]) -> Namespace:

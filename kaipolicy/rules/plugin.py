@@ -31,6 +31,7 @@ class CompiledPlugin:
     arguments: dict[str, Argument]
     rules: tuple[CompiledRule, ...]
     text: str
+    enable: str = "configured"    # always: runs even where the scheduler configuration does not list it
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def compile_file(path: str, options: Options, text: str | None = None
     if has_errors(diags):
         return None, diags
     plugin = CompiledPlugin(spec.name, src.path, spec.description, spec.reference, spec.arguments,
-                            tuple(rules), src.text)
+                            tuple(rules), src.text, spec.enable)
     return plugin, diags
 
 
@@ -111,7 +112,7 @@ def _compile_rule(src: SourceFile, spec: PluginSpec, rule: RuleSpec, options: Op
     if has_errors(diags):
         return None, diags
     data = RuleInput(rule.name, rule.hook, src.path, rule.line, rule.weight, rule.description, rule.builtin,
-                     rule.with_args, cost)
+                     rule.with_args, cost, rule.mode)
     return compile_rule(data, trees, vocabulary, dict(vocabulary.types) | types, vectorizable,
                         options.vector_names), diags
 

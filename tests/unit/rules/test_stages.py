@@ -59,7 +59,9 @@ def test_configuration_strings_are_coerced_to_the_declared_type(arg_type: str, g
     assert coerce(arg_type, given) == want
 
 
-@pytest.mark.parametrize(("arg_type", "given"), [("int", True), ("uint", "-1"), ("string", 3), ("bool", "yes")])
+@pytest.mark.parametrize(("arg_type", "given"), [("int", True), ("uint", "-1"), ("string", 3), ("bool", "yes"),
+                                              ("double", "inf"), ("double", "nan"), ("double", "1e999"),
+                                              ("double", float("inf"))])
 def test_values_of_the_wrong_type_are_refused(arg_type: str, given: object) -> None:
     with pytest.raises(ValueError):
         coerce(arg_type, given)
