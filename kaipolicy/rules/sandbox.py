@@ -92,13 +92,6 @@ def size(value: Any) -> int:
     raise TypeError(f"no such overload: size({cel_kind(value)})")
 
 
-def contains(item: Any, container: Any) -> bool:
-    """`item in container` on a dyn container: list membership or map key."""
-    if isinstance(container, (list, dict)):
-        return item in container
-    raise TypeError(f"no such overload: {cel_kind(item)} in {cel_kind(container)}")
-
-
 def iterable(value: Any) -> Any:
     """A comprehension's range on a dyn value: a list, or a map's keys."""
     if isinstance(value, (list, dict)):
@@ -158,6 +151,6 @@ def _has_own_order(cls: type) -> bool:
 
 
 SANDBOX_HELPERS: dict[str, Any] = {
-    "_sel": select, "_has": has, "_idx": index, "_size": size, "_in": contains, "_iter": iterable,
+    "_sel": select, "_has": has, "_idx": index, "_size": size, "_iter": iterable,
     "_str": text, "_bool": boolean, "_cond": condition, "_number": number, "_string": string, "_key": key,
 }
