@@ -48,7 +48,10 @@ def would(ssn: Session, rule: Rule, message: str, env: dict[str, Any]) -> None:
                   verdict="deny", message=message, **about)
     if rule.mode == "warn":
         names = ", ".join(f"{k} {v}" for k, v in about.items() if k != "namespace")
-        ssn.warnings[f"{rule.label} (warn) would deny {names} in {ssn.action or 'the cycle'}: {message}"] = None
+        text = f"{rule.label} (warn) would deny {names} in {ssn.action or 'the cycle'}: {message}"
+        ssn.warnings[text] = None
+        if "job" in about:
+            ssn.warning_jobs.setdefault(text, about["job"])
 
 
 def audit_eviction(ssn: Session, task: Task, node: str, message: str, reason: dict[str, str]) -> None:
