@@ -69,10 +69,9 @@ def audit_eviction(ssn: Session, task: Task, node: str, message: str, reason: di
     env = {"job": preemptor, "victim": victim, "cluster": ssn}
     for rule in ssn.shadow[kind]:
         if refuses(ssn.evaluate(rule, env)):
-            would(ssn, rule, f"{rule.label} would not let {victim.namespace}/{victim.name} be evicted for {served}",
+            would(ssn, rule, f"{rule.label} would not let {victim.key} be evicted for {served}",
                   env)
 
 
 def _job_named(ssn: Session, key: str) -> Job | None:
-    namespace, _, name = key.partition("/")
-    return next((j for j in ssn.cluster.jobs.values() if j.name == name and j.namespace == namespace), None)
+    return next((j for j in ssn.cluster.jobs.values() if j.key == key), None)
