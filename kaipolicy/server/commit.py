@@ -114,7 +114,7 @@ class Committer:
             return
         out.evictions += 1
         self.evicted.append(("Pod", e.eviction.namespace, e.eviction.pod, e.eviction.pod_uid))
-        annotations = {"evictor-action-type": e.action, "num-evicted-pods": "1"}
+        annotations = {"evictor-action-type": e.action, "num-evicted-pods": str(e.gang_size)}
         if e.served is not None:
             annotations |= {"evictor-pod-group-name": e.served[2], "evictor-pod-group-namespace": e.served[1]}
         self._event(_kind(e.job), (e.job[1], e.job[2]), "Normal", "Evict", e.eviction.message, annotations)

@@ -37,6 +37,7 @@ class EvictionDecision:
     job: Origin                   # the victim's job (its PodGroup, or the pod of a job of one)
     action: str
     served: Origin | None         # the job it made room for, when known
+    gang_size: int = 1            # pods of the victim's job evicted together
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,9 @@ class _GroupIds:
 def _eviction(e: EvictionRecord, origins: dict[str, Origin]) -> EvictionDecision:
     pod = origins[e.task]
     served = origins.get(e.reason.get("job", ""))
-    return EvictionDecision(Eviction(pod[1], pod[2], pod[3], e.message), origins[e.job], e.action, served)
+    size = e.reason.get("gangSize", "1")
+    return EvictionDecision(Eviction(pod[1], pod[2], pod[3], e.message), origins[e.job], e.action, served,
+                            int(size) if str(size).isdigit() else 1)
 
 
 def _warnings_by_job(ssn: Session) -> dict[str, tuple[str, ...]]:
