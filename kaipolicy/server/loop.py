@@ -128,9 +128,9 @@ class Loop:
         return True
 
     def _policy(self, config: SchedulerConfig) -> Policy | None:
+        maps = self.source.rule_bundle()     # the first call starts the ConfigMaps' informers
         unsynced = [f"{ns}/{name}" for (ns, name), inf in self.source.bundle_informers.items()
                     if not inf.synced.is_set()]
-        maps = self.source.rule_bundle()
         if unsynced:
             self.reloader.problem = f"waiting for the first list of ConfigMap(s) {', '.join(sorted(unsynced))}"
             return self.reloader.current
