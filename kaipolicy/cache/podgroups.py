@@ -73,11 +73,12 @@ def annotations_patch(obj: Obj, report: JobReport) -> Obj | None:
 
 
 def _moved(text: str | None, when: float) -> bool:
-    """Whether the annotation says another second than `when` (it keeps whole seconds)."""
+    """Whether the annotation is a second or more away from `when`: it keeps whole seconds, and a
+    time read back from it through the snapshot's minutes-ago comes back a hair off."""
     if not text:
         return True
     try:
-        return int(datetime.fromisoformat(text).timestamp()) != int(when)
+        return abs(datetime.fromisoformat(text).timestamp() - when) >= 1.0
     except ValueError:
         return True
 
