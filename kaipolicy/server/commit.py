@@ -94,8 +94,11 @@ class Committer:
             out.gangs_failed += 1
             self.withdrawn += [w for w in result.written if w not in result.leftovers]
             self.to_delete += result.leftovers
-            message = (f"BindRequests of {len(placements)} pod(s) not written: {result.error}"
-                       + (f"; withdrew the {len(result.written)} written" if result.written else ""))
+            message = f"BindRequests of {len(placements)} pod(s) not written: {result.error}"
+            if result.written:
+                gone = len(result.written) - len(result.leftovers)
+                message += f"; withdrew {gone} of the {len(result.written)} written" + (
+                    " (the rest is retried before the next cycle)" if result.leftovers else "")
             out.errors.append(f"{job[0]}/{job[1]}/{job[2]}: {message}")
             log.error("gang %s/%s not committed: %s", job[1], job[2], message)
             self._event(_kind(job), (job[1], job[2]), "Warning", "FailedBinding", message)

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import generate_latest
 
 from kaipolicy import metrics
 from kaipolicy.errors import ConfigError
@@ -19,6 +19,9 @@ log = logging.getLogger("kaipolicy.server")
 
 #: None when ready, else why not
 Readiness = Callable[[], str | None]
+#: the classic text format, which every Prometheus reads (newer clients announce 1.0.0, for UTF-8
+#: names; kaipolicy's names are plain ASCII and generate_latest writes the classic format)
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -54,7 +57,7 @@ def _handler(readiness: Readiness) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._answer(200, generate_latest(metrics.REGISTRY), CONTENT_TYPE_LATEST)
+                self._answer(200, generate_latest(metrics.REGISTRY), TEXT_FORMAT)
             elif path in ("/healthz", "/livez"):
                 self._answer(200, b"ok\n")
             elif path == "/readyz":

@@ -83,15 +83,19 @@ class LeaderElector:
     # ---- the election loop -------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self._try():
-                if not self._leading:
-                    log.info("became the leader (lease %s/%s)", self.namespace, self.name)
-                self._renewed, self._leading = time.monotonic(), True
-            elif self._leading and not self.leading():
-                self._lost("could not renew it within the renew deadline")
-            metrics.LEADER.set(1 if self.leading() else 0)
+            self.step()
             self._stop.wait(self.timing.retry)
         self.release()
+
+    def step(self) -> None:
+        """One round: acquire or renew, or notice that leadership is gone."""
+        if self._try():
+            if not self._leading:
+                log.info("became the leader (lease %s/%s)", self.namespace, self.name)
+            self._renewed, self._leading = time.monotonic(), True
+        elif self._leading and not self.leading():
+            self._lost("could not renew it within the renew deadline")
+        metrics.LEADER.set(1 if self.leading() else 0)
 
     def _lost(self, why: str) -> None:
         self._leading = False

@@ -88,7 +88,7 @@ def test_a_shard_naming_a_missing_configmap_is_not_ready_and_schedules_nothing_u
     cluster.pod(ns, "waiting", p, queue=f"q-{p}", gpus=1)
     scheduler = Scheduler(apiserver.kubeconfig, tmp_path / "run.log", ns, "--shard", p)
     try:
-        status, body = wait_for("the reason it is not ready", lambda: (r := scheduler.get("/readyz"))[0] == 503
+        _, body = wait_for("the reason it is not ready", lambda: (r := scheduler.get("/readyz"))[0] == 503
                                 and "do not exist" in r[1] and r)
         assert f"ConfigMap(s) that do not exist: {ns}/rules" in body
         assert scheduler.get("/healthz")[0] == 200

@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.integration.apiserver import ApiServer
 from tests.integration.cluster import Cluster
-from tests.integration.scheduler import GROUP, VERSION, Scheduler, act_as_binder, bind_requests, nodes_of
+from tests.integration.scheduler import GROUP, VERSION, Scheduler, act_as_binder, nodes_of
 from tests.polling import wait_for
 
 
@@ -68,7 +68,7 @@ def test_a_gang_whose_write_fails_part_way_is_withdrawn_whole_and_written_whole_
         assert set(nodes_of(cluster, ns)) == {"solo"}     # the rest of the cluster is scheduled
         errors = [e for e in scheduler.lines() if e.get("message", "").startswith(f"gang {ns}/train not committed")]
         assert errors and "injected failure" in errors[0]["message"]
-        assert "withdrew the 2 written" in errors[0]["message"]
+        assert "withdrew 2 of the 2 written" in errors[0]["message"]
         events = {e["reason"]: e["message"] for e in cluster.events_about(ns, "train")}
         assert "injected failure" in events["FailedBinding"]
 
