@@ -6,9 +6,11 @@ node affinity), each getting a BindRequest on a node that satisfies it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
@@ -21,9 +23,25 @@ from tests.polling import wait_for
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
 
 
-def _node(cluster: Cluster, name: str, gpus: int, labels: dict[str, str] | None = None,
+@pytest.fixture
+def made() -> list[str]:
+    return []
+
+
+@pytest.fixture(autouse=True)
+def _clean_up(cluster: Cluster, namespace: str, made: list[str]) -> Iterator[None]:
+    """Objects without a node-pool label are seen by every test that runs without a shard: this
+    test's nodes and pods are gone after it."""
+    yield
+    cluster.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    for name in made:
+        cluster.core.delete_node(name)
+
+
+def _node(cluster: Cluster, made: list[str], name: str, gpus: int, labels: dict[str, str] | None = None,
           taints: list[dict[str, str]] | None = None) -> None:
     """A node without a node-pool label: the default partition."""
+    made.append(name)
     cluster.core.create_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
                                                                     **(labels or {})}}})
     allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"} | ({"nvidia.com/gpu": str(gpus)} if gpus else {})
@@ -47,8 +65,8 @@ def _apply(cluster: Cluster, path: Path, namespace: str) -> list[str]:
 
 
 def test_the_references_quickstart_applied_unchanged_gets_bind_requests_on_real_nodes(
-        cluster: Cluster, apiserver: ApiServer, namespace: str, tmp_path: Path) -> None:
-    _node(cluster, f"qs-{namespace}", gpus=2)
+        cluster: Cluster, apiserver: ApiServer, namespace: str, tmp_path: Path, made: list[str]) -> None:
+    _node(cluster, made, f"qs-{namespace}", gpus=2)
     apply_quickstart(cluster, namespace)
     scheduler = Scheduler(apiserver.kubeconfig, tmp_path / "run.log", namespace)
     try:
@@ -63,15 +81,15 @@ def test_the_references_quickstart_applied_unchanged_gets_bind_requests_on_real_
 
 
 def test_workloads_written_as_teams_write_them_get_bind_requests_that_honour_them(
-        cluster: Cluster, apiserver: ApiServer, namespace: str, tmp_path: Path) -> None:
+        cluster: Cluster, apiserver: ApiServer, namespace: str, tmp_path: Path, made: list[str]) -> None:
     s = namespace
     a100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.memory": "81920"}
-    _node(cluster, f"a100-{s}", 8, a100 | {"topology.kubernetes.io/zone": "z1", "example.com/rack": "r0"})
-    _node(cluster, f"infer-{s}", 4, {"dedicated": "inference", "nvidia.com/gpu.memory": "46068"},
+    _node(cluster, made, f"a100-{s}", 8, a100 | {"topology.kubernetes.io/zone": "z1", "example.com/rack": "r0"})
+    _node(cluster, made, f"infer-{s}", 4, {"dedicated": "inference", "nvidia.com/gpu.memory": "46068"},
           taints=[{"key": "dedicated", "value": "inference", "effect": "NoSchedule"}])
     racks = {f"r1-{i}-{s}": ("r1", 2) for i in range(2)} | {f"r2-{i}-{s}": ("r2", 4) for i in range(2)}
     for name, (rack, gpus) in racks.items():
-        _node(cluster, name, gpus, {"topology.kubernetes.io/zone": "z1", "example.com/rack": rack,
+        _node(cluster, made, name, gpus, {"topology.kubernetes.io/zone": "z1", "example.com/rack": rack,
                                     "example.com/pool": "training", "nvidia.com/gpu.memory": "81920"},
               taints=[{"key": "example.com/pool", "value": "training", "effect": "NoSchedule"}])
     _apply(cluster, MANIFESTS / "queues.yaml", s)

@@ -73,7 +73,7 @@ def test_a_failed_write_is_counted_and_the_next_ones_still_go(api: FakeApi, outb
 def test_stopping_gives_queued_writes_a_bounded_time(api: FakeApi) -> None:
     box = Outbox(api) 
     gate = threading.Event()
-    box.write(("hold",), "patch", "Pod", lambda: gate.wait(5))
+    box.write(("hold",), "patch", "Pod", lambda: gate.wait(0.5))
     box.event(kubeapi.POD, POD, "Unschedulable", "never sent")
     box.stop(0.2)
     gate.set()
