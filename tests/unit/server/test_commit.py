@@ -56,7 +56,7 @@ def source() -> Source:
 
 @pytest.fixture
 def committer(api: FakeApi, source: Source) -> Committer:
-    return Committer(api, source, Outbox(), 3, "")  # type: ignore[arg-type]
+    return Committer(api, source, Outbox(), 3, "")
 
 
 def _gang(n: int) -> Decisions:
@@ -78,7 +78,7 @@ def test_a_written_gang_holds_the_next_cycle_until_the_informer_shows_it(
     assert not committer.caught_up()
     _show(api, source)
     assert committer.caught_up()
-    assert [e[2] for e in committer.outbox.events] == ["Scheduled", "Scheduled"]  # type: ignore[attr-defined]
+    assert [e[2] for e in committer.outbox.events] == ["Scheduled", "Scheduled"]
 
 
 def test_an_informer_past_the_writes_version_counts_as_caught_up(source: Source, committer: Committer) -> None:
@@ -95,7 +95,7 @@ def test_a_withdrawn_gang_holds_the_next_cycle_until_the_informer_drops_it(
     summary = committer.apply(_gang(3), NODES, lambda: True)
     assert (summary.binds, summary.gangs_failed) == (0, 1)
     assert "injected failure" in summary.errors[0] and "withdrew 2 of the 2 written" in summary.errors[0]
-    assert committer.outbox.events[-1][1:3] == ("train", "FailedBinding")  # type: ignore[attr-defined]
+    assert committer.outbox.events[-1][1:3] == ("train", "FailedBinding")
     assert not committer.caught_up()
     _show(api, source)
     assert committer.caught_up()
@@ -131,4 +131,4 @@ def test_an_evicted_pod_holds_the_next_cycle_until_the_informer_shows_it_going(
     assert not committer.caught_up()
     source.informers["Pod"]["team/v"] = api.objects[("Pod", "team", "v")]
     assert committer.caught_up()
-    assert committer.outbox.events == [("PodGroup", "train", "Evict", "Pod team/v was preempted")]  # type: ignore[attr-defined]
+    assert committer.outbox.events == [("PodGroup", "train", "Evict", "Pod team/v was preempted")]
