@@ -9,11 +9,12 @@ and counted. Nothing a cycle meets stops the loop; only `stop()` does.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 from kaipolicy import metrics
 from kaipolicy.cache.k8s_source import K8sSource
@@ -45,6 +46,7 @@ class Loop:
     stopping: threading.Event = field(default_factory=threading.Event)
     _behind_since: float | None = None
     _last_skip: tuple[str, float] = ("", 0.0)
+    _audit_said: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def leading(self) -> bool:
         return self.elector is None or self.elector.leading()
@@ -166,10 +168,23 @@ class Loop:
         metrics.CYCLES.labels(result="ok").inc()
 
     def _write_audit(self, audit: Audit) -> None:
+        """This cycle's records, leaving out each job whose records say what they said in the cycle
+        last written for it (a pending job would otherwise add the same lines every second)."""
         if self.audit_file is None or not audit.records:
             return
+        by_job: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for record in audit.records:
+            by_job.setdefault((str(record.get("namespace", "")), str(record.get("job", ""))), []).append(record)
+        said: dict[tuple[str, str], str] = {}
+        lines = []
+        for key, records in by_job.items():
+            said[key] = json.dumps([{k: v for k, v in r.items() if k != "cycle"} for r in records],
+                                   sort_keys=True, default=str)
+            if key == ("", "") or self._audit_said.get(key) != said[key]:
+                lines += [json.dumps(r, sort_keys=True, default=str) for r in records]
+        self._audit_said = said
         try:
-            self.audit_file.write("".join(line + "\n" for line in audit.lines()))
+            self.audit_file.write("".join(line + "\n" for line in lines))
             self.audit_file.flush()
         except OSError as e:
             log.error("could not write the audit log: %s", e)

@@ -147,14 +147,22 @@ def test_a_pending_job_gets_the_references_condition_and_no_flood_of_events(
     cluster.pod_group(ns, "big", p, f"q-{p}", min_member=2)
     for i in range(2):
         cluster.pod(ns, f"big-{i}", p, group="big", gpus=2)
-    scheduler = Scheduler(apiserver.kubeconfig, tmp_path / "run.log", ns, "--shard", p)
+    audit = tmp_path / "audit.jsonl"
+    scheduler = Scheduler(apiserver.kubeconfig, tmp_path / "run.log", ns, "--shard", p, "--audit", str(audit))
     try:
         group = wait_for("the scheduling condition", lambda: (g := cluster.custom.get_namespaced_custom_object(
             "scheduling.run.ai", "v2alpha2", ns, "podgroups", "big")).get("status", {}).get("schedulingConditions")
             and g)
         scheduler.wait_cycles(5)
+        (bundle,) = [dict(labels)["hash"] for (name, labels) in scheduler.metrics() if name == "kaipolicy_bundle_info"]
     finally:
         assert scheduler.stop() == 0
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    # the same records cycle after cycle are written once
+    assert {r["cycle"] for r in records} == {1} and {r["bundle"] for r in records} == {bundle}
+    answer = _cli("explain", "big-1", "--audit", str(audit))
+    assert answer.startswith(f"pod {ns}/big-1 (job {ns}/big) in queue q-{p}, cycle ")
+    assert "its gang needs 2 pods and only 1 fit" in answer
     (condition,) = group["status"]["schedulingConditions"]
     assert {k: condition[k] for k in ("type", "nodePool", "reason", "status", "transitionID")} == {
         "type": "UnschedulableOnNodePool", "nodePool": p, "reason": "Unschedulable", "status": "True",

@@ -154,3 +154,18 @@ def test_without_a_usable_bundle_the_cycle_is_skipped_saying_why(api: FakeApi) -
     loop.once()
     assert _cycles("skipped") == skipped + 1 and not _requests(api)
     loop.committer.outbox.stop(1)
+
+
+def test_a_job_whose_records_do_not_change_is_audited_once_not_every_cycle(api: FakeApi) -> None:
+    loop = _loop(api, default_bundle())
+    loop.source.doc["jobs"].append(job("team/huge", "q0", namespace="team", perTask={"gpus": 64},
+                                       tasks=[{"name": "team/huge-0", "state": "Pending"}]))
+    loop.source.origins |= {"team/huge": ("Pod", "team", "huge", "u-h"), "team/huge-0": ("Pod", "team", "huge", "u-h")}
+    for _ in range(3):
+        loop.source.show_writes()
+        loop.catch_up_timeout = 0.0
+        loop.once()
+    assert loop.cycle == 3 and loop.audit_file is not None
+    records = [json.loads(line) for line in loop.audit_file.getvalue().splitlines()]
+    assert {r["cycle"] for r in records if r["job"] == "team/huge"} == {1}
+    loop.committer.outbox.stop(1)
