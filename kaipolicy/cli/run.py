@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kaipolicy.cli.snapshot import cluster_arguments
 from kaipolicy.server.leader import Timing
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("run", help="schedule a cluster's pods: write BindRequests for them (the scheduler process)")
-    p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster credentials, then ~/.kube/config")
-    p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current one)")
-    p.add_argument("--scheduler-name", default="kai-scheduler", help="pods' schedulerName to schedule "
-                   "(default %(default)s)")
+    cluster_arguments(p)
     p.add_argument("--shard", metavar="NAME", help="the SchedulingShard to serve: its partition, configuration and "
                    "rule bundle (default: none: the objects without a node-pool label, the bundled rules)")
     p.add_argument("--schedule-period", type=float, default=1.0, metavar="SECONDS",

@@ -141,9 +141,7 @@ def _check_metrics(scheduler: Scheduler, p: str, binds: int) -> None:
 def test_a_pending_job_gets_the_references_condition_and_no_flood_of_events(
         cluster: Cluster, apiserver: ApiServer, namespace: str, partition: str, tmp_path: Path) -> None:
     ns, p = namespace, partition
-    cluster.shard(p, p)
-    cluster.node(f"n-{p}", p, gpus=2)
-    cluster.queue(f"q-{p}", p)
+    cluster.one_node_shard(p, gpus=2)
     cluster.pod_group(ns, "big", p, f"q-{p}", min_member=2)
     for i in range(2):
         cluster.pod(ns, f"big-{i}", p, group="big", gpus=2)

@@ -37,9 +37,7 @@ def _identity(scheduler: Scheduler) -> str:
 def test_one_replica_leads_another_takes_over_when_it_is_killed_and_a_clean_stop_hands_over(
         cluster: Cluster, apiserver: ApiServer, namespace: str, partition: str, tmp_path: Path) -> None:
     ns, p = namespace, partition
-    cluster.shard(p, p)
-    cluster.node(f"n-{p}", p, gpus=8)
-    cluster.queue(f"q-{p}", p)
+    cluster.one_node_shard(p, gpus=8)
     replicas = [Scheduler(apiserver.kubeconfig, tmp_path / f"{r}.log", ns, "--shard", p) for r in "ab"]
     try:
         first = wait_for("a leader", lambda: _leader(replicas))
@@ -78,9 +76,7 @@ def test_one_replica_leads_another_takes_over_when_it_is_killed_and_a_clean_stop
 def test_the_watch_is_cut_and_resumed_by_an_apiserver_restart_with_nothing_lost_or_doubled(
         cluster: Cluster, apiserver: ApiServer, namespace: str, partition: str, tmp_path: Path) -> None:
     ns, p = namespace, partition
-    cluster.shard(p, p)
-    cluster.node(f"n-{p}", p, gpus=8)
-    cluster.queue(f"q-{p}", p)
+    cluster.one_node_shard(p, gpus=8)
     for i in range(3):
         cluster.pod(ns, f"before-{i}", p, queue=f"q-{p}", gpus=1)
     scheduler = Scheduler(apiserver.kubeconfig, tmp_path / "run.log", ns, "--shard", p)

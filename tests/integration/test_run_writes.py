@@ -53,9 +53,7 @@ def _refused(cluster: Cluster, namespace: str, probe: dict[str, Any]) -> bool:
 def test_a_gang_whose_write_fails_part_way_is_withdrawn_whole_and_written_whole_later(
         cluster: Cluster, apiserver: ApiServer, namespace: str, partition: str, tmp_path: Path) -> None:
     ns, p = namespace, partition
-    cluster.shard(p, p)
-    cluster.node(f"n-{p}", p, gpus=8)
-    cluster.queue(f"q-{p}", p)
+    cluster.one_node_shard(p, gpus=8)
     cluster.pod_group(ns, "train", p, f"q-{p}", min_member=4)
     for i in range(4):
         cluster.pod(ns, f"train-{i}", p, group="train", gpus=1)
@@ -83,9 +81,7 @@ def test_a_gang_whose_write_fails_part_way_is_withdrawn_whole_and_written_whole_
 def test_a_malformed_pod_is_reported_and_skipped_while_the_rest_schedules(
         cluster: Cluster, apiserver: ApiServer, namespace: str, partition: str, tmp_path: Path) -> None:
     ns, p = namespace, partition
-    cluster.shard(p, p)
-    cluster.node(f"n-{p}", p, gpus=4)
-    cluster.queue(f"q-{p}", p)
+    cluster.one_node_shard(p, gpus=4)
     cluster.pod(ns, "bad", p, queue=f"q-{p}", annotations={"gpu-fraction": "half"})
     cluster.pod(ns, "good", p, queue=f"q-{p}", annotations={"gpu-fraction": "0.5"})
     cluster.pod(ns, "whole", p, queue=f"q-{p}", gpus=1)
