@@ -59,25 +59,37 @@ class Decisions:
 
 
 def decide(ssn: Session, assembly: Assembly) -> Decisions:
+    """The cycle's end state as writes. A pod placed and then moved by a later action of the same
+    cycle (consolidation relocating what allocate just placed) is neither written nor evicted: it
+    was never bound, so it stays pending and the next cycle places it, as simulate's next cycle
+    does, instead of a BindRequest followed by the deletion of a pod that never ran."""
     out = Decisions()
     origins, now = assembly.origins, assembly.now
     groups = _GroupIds(ssn, assembly)
     by_job: dict[str, list[Placement]] = defaultdict(list)
     served: dict[str, set[str]] = defaultdict(set)
+    placed_now: set[tuple[str, str]] = set()
     for b in ssn.binds:
         job = ssn.cluster.jobs[b.job]
         task = _task(job, b.task)
-        origin = origins[task.name]
-        by_job[b.job].append(_placement(task, origin, b.node, groups.real(b.gpu_groups, origin[3]), b.annotations))
-        out.created[origin[3]] = now + task.created
         served[b.action].add(b.job)
+        if (b.job, b.task) in placed_now:
+            continue
+        placed_now.add((b.job, b.task))
+        if task.status != Status.BINDING:
+            continue     # moved again later in the cycle: its final place is not a binding one
+        origin = origins[task.name]
+        by_job[b.job].append(_placement(task, origin, task.node, groups.real(task.gpu_groups, origin[3]),
+                                        b.annotations))
+        out.created[origin[3]] = now + task.created
     out.gangs = [(origins[name], placements) for name, placements in by_job.items()]
     for p in ssn.pipelines:
         served[p.action].add(p.job)
         out.pipelined.append((origins[p.task], p.message))
     for e in ssn.evictions:
-        out.evictions.append(_eviction(e, origins))
         served[e.action].add(e.reason.get("job", ""))
+        if (e.job, e.task) not in placed_now:
+            out.evictions.append(_eviction(e, origins))
     out.scheduled_by_action = {action: len(jobs - {""}) for action, jobs in sorted(served.items())
                                if action not in ("", "stalegangeviction")}
     warnings = _warnings_by_job(ssn)

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from kaipolicy.api.task import Status
 from kaipolicy.cache.assemble import Assembly
 from kaipolicy.cache.scenario_source import Scenario
 from kaipolicy.cycle import run_cycle
 from kaipolicy.framework.config import Params, config_from
+from kaipolicy.framework.outcome import EvictionRecord
 from kaipolicy.rules import Bundle
 from kaipolicy.server.decisions import Decisions, decide
 from kaipolicy.workflow.bundles import default_policies, load
@@ -130,3 +132,23 @@ def test_a_placed_job_is_scheduled_and_remembers_when_it_started() -> None:
     (decision,) = d.jobs
     assert (decision.report.phase, decision.report.unschedulable, decision.pod_messages) == ("Scheduled", False, ())
     assert decision.report.last_start == NOW
+
+
+def test_a_pod_placed_then_moved_in_the_same_cycle_is_neither_written_nor_evicted() -> None:
+    # consolidation may relocate what allocate placed moments before: that pod never ran, so it
+    # stays pending for the next cycle instead of a BindRequest and then its deletion
+    running = _job("old", perTask={"gpus": 1}, tasks=[{"state": "Running", "node": "n0"}])
+    scn = scenario([node("n0")], [running, _job("new", perTask={"gpus": 1}, minAvailable=2,
+                                                tasks=[{"state": "Pending"}] * 2)])
+    config = config_from(scn.config, actions=scn.actions, params=Params.from_scenario(scn.params, 60.0))
+    ssn = run_cycle(scn.snapshot(), config, default_bundle()).session
+    moved = next(t for t in ssn.cluster.jobs["team/new"].tasks.values() if t.name == "team/new-1")
+    victim = next(iter(ssn.cluster.jobs["team/old"].tasks.values()))
+    moved.status = Status.PIPELINED
+    ssn.evictions += [EvictionRecord("team/new", "team/new-1", "team", "n0", "consolidation", "moved"),
+                      EvictionRecord("team/old", victim.name, "team", "n0", "consolidation", "moved")]
+    origins = {name: ("Pod", "team", name.split("/")[1], f"uid-{name}")
+               for name in ("team/old", "team/old-0", "team/new", "team/new-0", "team/new-1")}
+    d = decide(ssn, Assembly(scn.doc, [], origins, NOW))
+    assert sorted(_placements(d)) == ["new-0"]
+    assert [e.eviction.pod for e in d.evictions] == ["old-0"]
