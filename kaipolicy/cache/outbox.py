@@ -3,7 +3,8 @@
 Events are rate-limited the way a pending job needs: the same reason and message on the same
 object is not sent again within `window` seconds, and when more than `capacity` writes wait, new
 events are dropped (counted) while status writes keep their place. Status writes are coalesced per
-object: a newer one replaces one not yet sent. Failures are logged and counted, never raised.
+object: a newer one replaces one not yet sent. A write the API server could not take for the moment
+(unreachable, 429, 5xx) is retried a few times; failures are logged and counted, never raised.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from kaipolicy.errors import ClusterError
 log = logging.getLogger("kaipolicy.commit")
 
 Write = Callable[[], Any]
+RETRIES = 4
 
 
 class Outbox:
     def __init__(self, api: KubeApi, window: float = 300.0, capacity: int = 5000,
-                 component: str = "kai-scheduler") -> None:
+                 component: str = "kai-scheduler", retry_delay: float = 0.5) -> None:
         self.api, self.window, self.capacity, self.component = api, window, capacity, component
+        self.retry_delay = retry_delay
         self._pending: OrderedDict[tuple[str, ...], tuple[str, str, Write]] = OrderedDict()
         self._sent: dict[tuple[str, ...], float] = {}
         self._lock = threading.Condition()
@@ -101,14 +104,27 @@ class Outbox:
                 _, (verb, kind, fn) = self._pending.popitem(last=False)
                 self._busy = True
             try:
-                fn()
-            except ClusterError as e:
-                metrics.API_ERRORS.labels(verb=verb, kind=kind).inc()
-                log.warning("could not %s %s: %s", verb, kind, e)
+                self._send(verb, kind, fn)
             finally:
                 with self._lock:
                     self._busy = False
                     self._lock.notify_all()
+
+    def _send(self, verb: str, kind: str, fn: Write) -> None:
+        """One write, retried with backoff (`retry_delay` doubling, RETRIES times) while the API server is
+        unreachable or overloaded: an Event should outlive an apiserver restart."""
+        for attempt in range(RETRIES + 1):
+            try:
+                fn()
+                return
+            except ClusterError as e:
+                transient = e.status is None or e.status == 429 or e.status >= 500
+                if not transient or attempt == RETRIES or self._stopping:
+                    metrics.API_ERRORS.labels(verb=verb, kind=kind).inc()
+                    log.warning("could not %s %s: %s", verb, kind, e)
+                    return
+            with self._lock:
+                self._lock.wait_for(lambda: self._stopping, self.retry_delay * 2**attempt)
 
     def _forget(self, now: float) -> None:
         for key in [k for k, at in self._sent.items() if now - at >= self.window]:

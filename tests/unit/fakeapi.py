@@ -25,9 +25,9 @@ class FakeApi:
         self._uids = itertools.count(1)
 
     # ---- set-up -------------------------------------------------------------------------------
-    def fail(self, verb: str, kind: str, name: str, status: int = 500, message: str = "injected failure",
+    def fail(self, verb: str, kind: str, name: str, status: int | None = 500, message: str = "injected failure",
              times: int = 1) -> None:
-        """The next `times` calls of `verb` on kind/name fail with `status`."""
+        """The next `times` calls of `verb` on kind/name fail with `status` (None: unreachable)."""
         error = ClusterError(f"{verb} {kind}/{name}: {status} {message}", status)
         self._failures.setdefault((verb, kind, name), []).extend([error] * times)
 

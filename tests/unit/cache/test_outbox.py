@@ -60,8 +60,21 @@ def test_a_newer_status_write_replaces_one_not_sent_yet(outbox: Outbox) -> None:
     assert done == [2]
 
 
-def test_a_failed_write_is_counted_and_the_next_ones_still_go(api: FakeApi, outbox: Outbox) -> None:
-    api.fail("create", "Event", "p")
+def test_a_write_the_api_server_could_not_take_for_the_moment_is_retried(api: FakeApi) -> None:
+    box = Outbox(api, retry_delay=0.01)
+    try:
+        api.fail("create", "Event", "p", status=None, times=2)      # unreachable (an apiserver restart)
+        api.fail("create", "Event", "p", status=503, times=1)
+        box.event(kubeapi.POD, POD, "Scheduled", "assigned")
+        assert box.drain(5)
+    finally:
+        box.stop(1.0)
+    assert [e["message"] for e in api.events] == ["assigned"]
+    assert api.verbs("Event") == ["create team/p"] * 4
+
+
+def test_a_refused_write_is_counted_and_the_next_ones_still_go(api: FakeApi, outbox: Outbox) -> None:
+    api.fail("create", "Event", "p", status=422)
     errors = metrics.API_ERRORS.labels(verb="create", kind="Event")._value.get()
     outbox.event(kubeapi.POD, POD, "Unschedulable", "first")
     outbox.event(kubeapi.POD, POD, "Unschedulable", "second")
