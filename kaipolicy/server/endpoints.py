@@ -42,7 +42,8 @@ class Endpoints:
             raise ConfigError(f"--metrics-address {address}: cannot listen there: {e.strerror or e}") from e
         self.server.daemon_threads = True
         self.address = f"{host}:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, name="endpoints", daemon=True)
+        # a short poll interval: shutdown() waits for the serving loop to look up
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="endpoints", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
