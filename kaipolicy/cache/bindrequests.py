@@ -106,16 +106,20 @@ class BindRequestWriter:
         """Every placement of one job, in order; on the first failure the ones written are deleted.
         `may_write` is asked before each write (leadership can be lost part-way)."""
         result = GangResult()
-        for p in placements:
-            if not may_write():
-                result.error = ClusterError("leadership lost while writing the gang")
-                break
-            try:
-                result.written.append(self._create(p, nodes))
-            except ClusterError as e:
-                metrics.API_ERRORS.labels(verb="create", kind="BindRequest").inc()
-                result.error = e
-                break
+        try:
+            for p in placements:
+                if not may_write():
+                    result.error = ClusterError("leadership lost while writing the gang")
+                    break
+                try:
+                    result.written.append(self._create(p, nodes))
+                except ClusterError as e:
+                    metrics.API_ERRORS.labels(verb="create", kind="BindRequest").inc()
+                    result.error = e
+                    break
+        except Exception:
+            self.withdraw(result.written)    # a bug part-way must not leave half a gang either
+            raise
         if result.error is not None and result.written:
             result.leftovers = self.withdraw(result.written)
             metrics.GANG_ROLLBACKS.inc()

@@ -39,12 +39,15 @@ class Readiness:
     def __init__(self) -> None:
         self.problem: str | None = "listing the cluster's objects"
         self.reloader: Reloader | None = None
+        self.elector: LeaderElector | None = None
 
     def __call__(self) -> str | None:
         if self.problem is not None:
             return self.problem
         if self.reloader is not None and self.reloader.current is None:
             return self.reloader.problem
+        if self.elector is not None and self.elector.last_error and not self.elector.leading():
+            return f"leader election fails: {self.elector.last_error}"
         return None
 
 
@@ -78,6 +81,7 @@ def run(settings: Settings) -> int:
             elector = LeaderElector(api, settings.namespace, lease_name(settings.scheduler_name, partition), identity,
                                     settings.lease)
             elector.start()
+            readiness.elector = elector
             stack.callback(elector.stop)     # runs first: the Lease is released before the rest stops
         loop = Loop(source, reloader, Committer(api, source, outbox, settings.bind_backoff_limit, partition),
                     settings.schedule_period, settings.catch_up_timeout, elector,

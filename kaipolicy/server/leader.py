@@ -147,7 +147,12 @@ class LeaderElector:
         return True
 
     def _failed(self, e: ClusterError) -> bool:
-        if e.status != 409:      # a conflict is another replica winning the race: no news
-            self.last_error = str(e)
-            log.warning("leader election: %s", e)
+        if e.status == 409:      # a conflict is another replica winning the race: no news
+            return False
+        error = str(e)
+        if e.status == 404 and "namespaces" in error:
+            error = f"namespace {self.namespace} does not exist: create it, or name another with --namespace ({e})"
+        if error != self.last_error:
+            log.warning("leader election: %s", error)
+        self.last_error = error
         return False

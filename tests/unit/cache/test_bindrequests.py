@@ -121,3 +121,17 @@ def test_a_taken_name_is_replaced_only_when_its_request_no_longer_counts(
         assert "already has a BindRequest that counts" in str(result.error)
         assert sorted(_requests(api)) == ["w-1"]       # w-0 withdrawn, the old one left alone
         assert _requests(api)["w-1"]["metadata"]["uid"] == old["metadata"]["uid"]
+
+
+def test_a_bug_part_way_through_a_gang_withdraws_what_was_written_and_is_raised() -> None:
+    api = FakeApi()
+    writer = BindRequestWriter(api)
+    calls = iter([True, True, True])
+
+    def may_write() -> bool:
+        if next(calls, None) is None:
+            raise RuntimeError("a bug")
+        return True
+    with pytest.raises(RuntimeError, match="a bug"):
+        writer.write_gang(_gang(4), NODES, may_write)
+    assert _requests(api) == {}

@@ -103,3 +103,12 @@ def test_losing_a_race_for_the_lease_is_no_error(clock: Clock) -> None:
     api.fail("replace", "Lease", "kai-scheduler", status=409, message="Conflict")
     a.step()
     assert not a.leading() and a.last_error == ""
+
+
+def test_a_missing_namespace_is_named_with_what_to_do(clock: Clock) -> None:
+    api = FakeApi()
+    (a,) = _electors(api, "a")
+    api.fail("create", "Lease", "kai-scheduler", status=404, message='namespaces "kai-scheduler" not found')
+    a.step()
+    assert not a.leading()
+    assert a.last_error.startswith("namespace kai-scheduler does not exist: create it, or name another with --namespace")
