@@ -21,7 +21,8 @@ def cluster_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of every command that talks to a cluster."""
     p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster credentials, then ~/.kube/config")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current one)")
-    p.add_argument("--scheduler-name", default="kai-scheduler", help="pods' schedulerName to schedule (default %(default)s)")
+    p.add_argument("--scheduler-name", default="kai-scheduler", metavar="NAME",
+                   help="pods' schedulerName to schedule (default %(default)s)")
 
 
 def register(sub: Any) -> None:
