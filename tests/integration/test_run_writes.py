@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.integration.apiserver import ApiServer
 from tests.integration.cluster import Cluster
-from tests.integration.scheduler import GROUP, VERSION, Scheduler, act_as_binder, nodes_of
+from tests.integration.scheduler import GROUP, VERSION, Scheduler, act_as_binder, bind_requests, nodes_of
 from tests.polling import wait_for
 
 
@@ -78,7 +78,7 @@ def test_a_gang_whose_write_fails_part_way_is_withdrawn_whole_and_written_whole_
         assert scheduler.stop() == 0
 
 
-def test_a_malformed_pod_is_reported_and_skipped_while_the_rest_schedules(
+def test_a_malformed_pod_is_reported_and_skipped_while_the_rest_schedules_and_a_failed_request_is_replaced(
         cluster: Cluster, apiserver: ApiServer, namespace: str, partition: str, tmp_path: Path) -> None:
     ns, p = namespace, partition
     cluster.one_node_shard(p, gpus=4)
@@ -91,6 +91,12 @@ def test_a_malformed_pod_is_reported_and_skipped_while_the_rest_schedules(
         assert scheduler.sample("kaipolicy_malformed_objects_total", kind="Pod") == 1
         scheduler.wait_cycles(3)
         assert set(nodes_of(cluster, ns)) == {"good", "whole"}
+        # the binder gives up on one: the pod is free again and gets a new request
+        old = bind_requests(cluster, ns)["whole"]["metadata"]["uid"]
+        cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, "bindrequests", "whole", {
+            "status": {"phase": "Failed", "failedAttempts": 3, "reason": "node rejected the pod"}})
+        wait_for("a new request for the pod", lambda: (bind_requests(cluster, ns).get("whole") or {}).get(
+            "metadata", {}).get("uid") not in (None, old))
     finally:
         assert scheduler.stop() == 0
     message = f"Pod/{ns}/bad: annotation gpu-fraction: 'half' is not a fraction in [0.01, 1]"
