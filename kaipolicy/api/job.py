@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kaipolicy.api.resources import Resources
-from kaipolicy.api.task import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, Status, Task
+from kaipolicy.api.task import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, Status, Task, qualified
 
 DEFAULT_SUB_GROUP = "default"
 
@@ -99,6 +99,11 @@ class Job(CountsTasks):
     order: int = 0
     fit_errors: list[str] = field(default_factory=list)
     task_fit_errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """namespace/name (see `qualified`)."""
+        return qualified(self.namespace, self.name)
 
     def add_task(self, task: Task) -> None:
         self.tasks[task.uid] = task

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from kaipolicy.api.resources import Request, RequestType, Resources, mig_gpu_portion
-from kaipolicy.api.task import ACTIVE_USED, Status, Task
+from kaipolicy.api.task import ACTIVE_USED, Status, Task, qualified
 
 DEFAULT_GPU_MEMORY = 100
 
@@ -36,7 +36,7 @@ class PodOnNode:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return qualified(self.namespace, self.name)
 
     @property
     def is_shared_allocation(self) -> bool:

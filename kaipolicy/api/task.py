@@ -32,6 +32,13 @@ DEFAULT_SUB_GROUP = "default"
 WHOLE_GPU = "-2"  # marks "a whole idle device" among the GPUs a shared task may take
 
 
+def qualified(namespace: str, name: str) -> str:
+    """namespace/name, as messages name a pod or a job. A live cluster's snapshot already names its
+    tasks and jobs `namespace/name` (they must be unique across namespaces): those are not prefixed
+    a second time."""
+    return name if name.startswith(f"{namespace}/") else f"{namespace}/{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """One node-selector requirement: `key` `operator` `values` (In, NotIn, Exists, DoesNotExist,
@@ -97,7 +104,7 @@ class Task:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return qualified(self.namespace, self.name)
 
     @property
     def is_shared_allocation(self) -> bool:

@@ -245,7 +245,8 @@ class _JobBuilder:
             state = "Releasing" if p.deleting else ("Running" if p.phase == "Running" else "Bound")
             return (state if p.node in self.nodes else None), p.node, groups
         br = self.bind.get((p.meta.namespace, p.meta.name))
-        if br is not None:
+        # a request owned by an earlier pod of the same name (a StatefulSet's, recreated) is not this pod's
+        if br is not None and br.pod_uid in ("", p.meta.uid):
             return "Binding", br.node, br.gpu_groups or groups
         return ("Gated" if p.gated else "Pending"), "", groups
 

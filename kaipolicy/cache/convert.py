@@ -94,6 +94,7 @@ class BindRequestView:
     node: str
     gpu_groups: tuple[str, ...]
     failed: bool                    # failed for good: the pod is free to be placed again
+    pod_uid: str = ""               # the pod its owner reference names ('' when it names none)
 
 
 @dataclass(frozen=True)
@@ -307,5 +308,7 @@ def bind_request(obj: Obj) -> BindRequestView:
     limit = spec.get("backoffLimit")
     # failed for good: the binder gave up (no limit, or the attempts reached it)
     failed = status.get("phase") == "Failed" and (limit is None or int(status.get("failedAttempts", 0)) >= int(limit))
+    owner = next((str(o.get("uid") or "") for o in (obj.get("metadata") or {}).get("ownerReferences") or []
+                  if o.get("kind") == "Pod"), "")
     return BindRequestView(m, str(spec.get("podName") or ""), str(spec.get("selectedNode") or ""),
-                           tuple(str(g) for g in spec.get("selectedGPUGroups") or ()), failed)
+                           tuple(str(g) for g in spec.get("selectedGPUGroups") or ()), failed, owner)

@@ -73,6 +73,15 @@ class Informer:
         with self._lock:
             return list(self._objects)
 
+    def reached(self, resource_version: str) -> bool:
+        """Whether the store reflects the API at `resource_version` or later. resourceVersions are
+        opaque to clients, but an etcd-backed server's are increasing integers: when either is not
+        one, this says False (the caller then has to see the object itself)."""
+        try:
+            return int(self._version) >= int(resource_version)
+        except ValueError:
+            return False
+
     # ---- running ----------------------------------------------------------------------------
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind.plural}", daemon=True)

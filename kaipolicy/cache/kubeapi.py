@@ -212,11 +212,15 @@ class KubeApi:
         body = {} if grace_period_seconds is None else {"gracePeriodSeconds": grace_period_seconds}
         self._json("DELETE", kind.path(namespace, name), object_name(kind, namespace, name), "delete", body=body)
 
-    def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
-        """Through the Eviction API, so PodDisruptionBudgets are honoured (429 when one forbids it)."""
+    def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None, uid: str | None = None) -> None:
+        """Through the Eviction API, so PodDisruptionBudgets are honoured (429 when one forbids it).
+        With `uid`, only that pod (not a newer one of the same name) is evicted (409 otherwise)."""
         body: Obj = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-        if grace_period_seconds is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+        options: Obj = {"gracePeriodSeconds": grace_period_seconds} if grace_period_seconds is not None else {}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if options:
+            body["deleteOptions"] = options
         self._json("POST", POD.path(namespace, name, "eviction"), object_name(POD, namespace, name), "evict", body=body)
 
     def bind(self, namespace: str, name: str, node: str, uid: str | None = None) -> None:
@@ -228,8 +232,9 @@ class KubeApi:
         self._json("POST", POD.path(namespace, name, "binding"), object_name(POD, namespace, name), "bind", body=body)
 
     def create_event(self, kind: Kind, involved: Obj, reason: str, message: str, type_: str = "Warning",
-                     component: str = "kaipolicy") -> Obj:
-        """A core/v1 Event on `involved`; cluster-scoped objects get theirs in namespace `default`."""
+                     component: str = "kaipolicy", annotations: dict[str, str] | None = None) -> Obj:
+        """A core/v1 Event on `involved`; cluster-scoped objects get theirs in namespace `default`.
+        `annotations` go on the Event itself (the reference's eviction events carry some)."""
         meta = involved.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -238,12 +243,35 @@ class KubeApi:
         if meta.get("namespace"):
             ref["namespace"] = meta["namespace"]
         event = {"apiVersion": "v1", "kind": "Event",
-                 "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace},
+                 "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace}
+                 | ({"annotations": dict(annotations)} if annotations else {}),
                  "involvedObject": ref, "reason": reason, "message": message[:1024], "type": type_,
                  "source": {"component": component}, "reportingComponent": component,
                  "reportingInstance": os.environ.get("HOSTNAME", component),
                  "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         return self.create(EVENT, event, namespace)
+
+    # ---- what a committing scheduler needs (issue 6, phase 2) -------------------------------
+    def patch_strategic(self, kind: Kind, name: str, patch: Obj, namespace: str | None = None,
+                        status: bool = False) -> Obj:
+        """A strategic merge patch (built-in kinds only): lists such as a pod's conditions merge
+        by their key instead of being replaced whole, as a JSON merge patch would."""
+        return self._json("PATCH", kind.path(namespace, name, "status" if status else None),
+                          object_name(kind, namespace, name), "patch status of" if status else "patch", body=patch,
+                          content_type="application/strategic-merge-patch+json")
+
+    def delete_exact(self, kind: Kind, name: str, namespace: str | None, uid: str) -> bool:
+        """Delete the object only if it is still the one with this uid (a precondition, so that a
+        newer object of the same name is never deleted by mistake); False when it is already gone
+        (404, or 409: the name now belongs to another object)."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        try:
+            self._json("DELETE", kind.path(namespace, name), object_name(kind, namespace, name), "delete", body=body)
+        except ClusterError as e:
+            if e.status in (404, 409):
+                return False
+            raise
+        return True
 
     # ---- plumbing ---------------------------------------------------------------------------
     def _json(self, method: str, path: str, what: str, verb: str, *, query: builtins.list[tuple[str, str]] | None = None,

@@ -17,13 +17,19 @@ import yaml
 from kaipolicy.errors import InputError
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("snapshot", help="write the live cluster state as a scenario file")
+def cluster_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of every command that talks to a cluster."""
     p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster credentials, then ~/.kube/config")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current one)")
+    p.add_argument("--scheduler-name", default="kai-scheduler", metavar="NAME",
+                   help="pods' schedulerName to schedule (default %(default)s)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("snapshot", help="write the live cluster state as a scenario file")
+    cluster_arguments(p)
     p.add_argument("--shard", metavar="NAME", help="SchedulingShard whose partition and configuration to take "
                    "(default: none: the objects without a node-pool label, default configuration)")
-    p.add_argument("--scheduler-name", default="kai-scheduler", help="pods' schedulerName to schedule (default %(default)s)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the first list of each kind")
     p.set_defaults(run=run)

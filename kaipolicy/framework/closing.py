@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kaipolicy.api.job import Job
 from kaipolicy.api.queue import UNLIMITED
-from kaipolicy.api.task import Status
+from kaipolicy.api.task import Status, qualified
 
 if TYPE_CHECKING:
     from kaipolicy.framework.session import Session
@@ -113,7 +113,7 @@ def pending_reason(ssn: Session, job: Job) -> str:
         return (f"its gang needs {gang['needed']} pods and only {gang['placed']} fit"
                 f"{_sub_group(gang)}: {one_sentence(gang['why'])}")
     if gang is not None:
-        return f"no node takes pod {job.namespace}/{gang['task']}: {one_sentence(gang['why'])}"
+        return f"no node takes pod {qualified(job.namespace, gang['task'])}: {one_sentence(gang['why'])}"
     if job.fit_errors:
         return one_sentence(job.fit_errors[0])
     if job.gang_satisfied() and job.is_elastic():

@@ -70,6 +70,7 @@ class Session:
         self.shadowing = False
         self.quiet = False        # asking without recording (the audit log's runner-up search)
         self.warnings: dict[str, None] = {}      # warn-mode verdicts, in order, once each
+        self.warning_jobs: dict[str, str] = {}   # warn-mode verdict -> the job it was about (Events on a cluster)
         self.coverage: Coverage | None = None     # set by `kaipolicy test --coverage`
         self.job_denials: dict[str, dict[str, Outcome]] = {}   # job uid -> action -> the gate that closed
         self.gangs_short: dict[str, dict[str, Any]] = {}        # job uid -> the gang allocate could not fill
@@ -145,7 +146,21 @@ class Session:
     def record_bind(self, task: Task) -> None:
         self.set_status(task, Status.BINDING)
         self.binds.append(BindRecord(task.job, task.name, task.namespace, task.node, list(task.gpu_groups),
-                                     task.request.gpus, self.action))
+                                     task.request.gpus, self.action, self.bind_request_annotations(task)))
+
+    def bind_request_annotations(self, task: Task) -> dict[str, str]:
+        """The bindRequestMutate rules' annotations for the task on its node, merged in rule order
+        (a later rule's key wins); a rule that fails is recorded and adds nothing."""
+        rules = self.hooks["bindRequestMutate"]
+        if not rules:
+            return {}
+        env = self._env(task=task, node=self.cluster.nodes[task.node])
+        out: dict[str, str] = {}
+        for rule in rules:
+            value = self._eval(rule, env)
+            if isinstance(value, dict):
+                out.update((str(k), str(v)) for k, v in value.items())
+        return out
 
     def evictable(self, task: Task) -> bool:
         """Active and not already evicted in this session: a victim that was evicted and placed

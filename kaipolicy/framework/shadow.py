@@ -48,7 +48,10 @@ def would(ssn: Session, rule: Rule, message: str, env: dict[str, Any]) -> None:
                   verdict="deny", message=message, **about)
     if rule.mode == "warn":
         names = ", ".join(f"{k} {v}" for k, v in about.items() if k != "namespace")
-        ssn.warnings[f"{rule.label} (warn) would deny {names} in {ssn.action or 'the cycle'}: {message}"] = None
+        text = f"{rule.label} (warn) would deny {names} in {ssn.action or 'the cycle'}: {message}"
+        ssn.warnings[text] = None
+        if "job" in about:
+            ssn.warning_jobs.setdefault(text, about["job"])
 
 
 def audit_eviction(ssn: Session, task: Task, node: str, message: str, reason: dict[str, str]) -> None:
@@ -66,10 +69,9 @@ def audit_eviction(ssn: Session, task: Task, node: str, message: str, reason: di
     env = {"job": preemptor, "victim": victim, "cluster": ssn}
     for rule in ssn.shadow[kind]:
         if refuses(ssn.evaluate(rule, env)):
-            would(ssn, rule, f"{rule.label} would not let {victim.namespace}/{victim.name} be evicted for {served}",
+            would(ssn, rule, f"{rule.label} would not let {victim.key} be evicted for {served}",
                   env)
 
 
 def _job_named(ssn: Session, key: str) -> Job | None:
-    namespace, _, name = key.partition("/")
-    return next((j for j in ssn.cluster.jobs.values() if j.name == name and j.namespace == namespace), None)
+    return next((j for j in ssn.cluster.jobs.values() if j.key == key), None)

@@ -143,15 +143,29 @@ def compile_paths(paths: Sequence[str | Path], vocabulary: Vocabulary, *,
                   vector_names: frozenset[str] = DEFAULT_VECTOR_NAMES,
                   cost_limit: int = DEFAULT_COST_LIMIT) -> tuple[dict[str, CompiledPlugin], list[Diagnostic]]:
     """Every file compiled; plugins by name and all diagnostics (sorted, capped)."""
-    options = Options(vocabulary, frozenset(vector_names), cost_limit)
+    files = rule_files(paths)
+    where = ", ".join(map(str, paths)) or "<none>"
+    return _compile_all([(str(f), None) for f in files], Options(vocabulary, frozenset(vector_names), cost_limit),
+                        where)
+
+
+def compile_texts(files: Mapping[str, str], vocabulary: Vocabulary, *,
+                  vector_names: frozenset[str] = DEFAULT_VECTOR_NAMES,
+                  cost_limit: int = DEFAULT_COST_LIMIT) -> tuple[dict[str, CompiledPlugin], list[Diagnostic]]:
+    """`compile_paths` for rule files given as name -> text (a ConfigMap's keys): the same stages
+    and limits, and diagnostics naming each file by its name here."""
+    return _compile_all(sorted(files.items()), Options(vocabulary, frozenset(vector_names), cost_limit),
+                        "<no files>")
+
+
+def _compile_all(files: Sequence[tuple[str, str | None]], options: Options,
+                 where: str) -> tuple[dict[str, CompiledPlugin], list[Diagnostic]]:
     plugins: dict[str, CompiledPlugin] = {}
     diags: list[Diagnostic] = []
-    files = rule_files(paths)
     if not files:
-        diags.append(Diagnostic("E005", ERROR, ", ".join(map(str, paths)) or "<none>", 0, 0,
-                                "no rule files found"))
-    for path in files:
-        plugin, file_diags = _compile_one(str(path), options)
+        diags.append(Diagnostic("E005", ERROR, where, 0, 0, "no rule files found"))
+    for path, text in files:
+        plugin, file_diags = _compile_one(path, options, text)
         diags += file_diags
         if plugin is None:
             continue
@@ -164,11 +178,11 @@ def compile_paths(paths: Sequence[str | Path], vocabulary: Vocabulary, *,
     return plugins, sort_and_cap(diags)
 
 
-def _compile_one(path: str, options: Options) -> tuple[CompiledPlugin | None, list[Diagnostic]]:
+def _compile_one(path: str, options: Options, text: str | None = None) -> tuple[CompiledPlugin | None, list[Diagnostic]]:
     """One file; whatever goes wrong inside is that file's diagnostic (E901), never the end of
     the run: the other files are still compiled and reported."""
     try:
-        return compile_file(path, options)
+        return compile_file(path, options, text)
     except Exception as err:  # noqa: BLE001 - one bad file must not stop the others
         reason = f"{type(err).__name__}: {err}"[:300]
         return None, [Diagnostic("E901", ERROR, path, 0, 0, f"the file could not be compiled ({reason})")]
@@ -178,7 +192,17 @@ def load_bundle(paths: Sequence[str | Path], vocabulary: Vocabulary, *,
                 vector_names: frozenset[str] = DEFAULT_VECTOR_NAMES,
                 cost_limit: int = DEFAULT_COST_LIMIT) -> Bundle:
     """All files compile, or RuleError carrying every diagnostic."""
-    plugins, diags = compile_paths(paths, vocabulary, vector_names=vector_names, cost_limit=cost_limit)
+    return _bundle(*compile_paths(paths, vocabulary, vector_names=vector_names, cost_limit=cost_limit))
+
+
+def load_texts(files: Mapping[str, str], vocabulary: Vocabulary, *,
+               vector_names: frozenset[str] = DEFAULT_VECTOR_NAMES,
+               cost_limit: int = DEFAULT_COST_LIMIT) -> Bundle:
+    """`load_bundle` for rule files given as name -> text; the same content gives the same hash."""
+    return _bundle(*compile_texts(files, vocabulary, vector_names=vector_names, cost_limit=cost_limit))
+
+
+def _bundle(plugins: dict[str, CompiledPlugin], diags: list[Diagnostic]) -> Bundle:
     if has_errors(diags):
         raise RuleError(diags)
     digest = hashlib.sha256()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaipolicy.api.task import qualified
 from kaipolicy.framework.audit import RESOURCES_RULE
 from kaipolicy.workflow.records import Record, Subject, UnknownSubject, about, find_subject
 
@@ -33,7 +34,8 @@ class Explanation:
     queue_numbers: dict[str, Any] | None = None
 
     def render(self) -> str:
-        who = f"pod {self.namespace}/{self.task} (job {self.job})" if self.task else f"job {self.namespace}/{self.job}"
+        who = (f"pod {qualified(self.namespace, self.task)} (job {self.job})" if self.task
+               else f"job {qualified(self.namespace, self.job)}")
         lines = [f"{who} in queue {self.queue}, cycle {self.cycle}: {self.summary}"]
         lines += ["  - " + d.replace("\n", "\n      ") for d in self.details]
         return "\n".join(lines)

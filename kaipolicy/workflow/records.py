@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kaipolicy.api.task import qualified
 from kaipolicy.errors import InputError
 
 Record = dict[str, Any]
@@ -54,20 +55,27 @@ class Subject:
 
 
 def find_subject(records: list[Record], name: str) -> Subject:
-    namespace, _, short = name.rpartition("/")
     found: Subject | None = None
     for r in records:
-        if namespace and r.get("namespace") not in (namespace, None):
+        namespace = r.get("namespace")
+        if not isinstance(namespace, str):
             continue
-        if r.get("job") == short and "namespace" in r:
-            found = Subject(short, r["namespace"], None, r.get("source"))
-        elif r.get("task") == short and "namespace" in r:
-            found = Subject(r["job"], r["namespace"], short, r.get("source"))
+        if "job" in r and _names(namespace, str(r["job"]), name):
+            found = Subject(r["job"], namespace, None, r.get("source"))
+        elif "task" in r and _names(namespace, str(r["task"]), name):
+            found = Subject(r["job"], namespace, r["task"], r.get("source"))
     if found is None:
-        jobs = sorted({f"{r['namespace']}/{r['job']}" for r in records if "job" in r and "namespace" in r})
+        jobs = sorted({qualified(r["namespace"], r["job"]) for r in records if "job" in r and "namespace" in r})
         known = ", ".join(jobs[:12]) + (", ..." if len(jobs) > 12 else "")
         raise UnknownSubject(f"no job or pod named {name!r} in the audit records (jobs: {known or 'none'})")
     return found
+
+
+def _names(namespace: str, recorded: str, asked: str) -> bool:
+    """Whether `asked` (a name, or namespace/name) names this recorded job or pod. A scenario's
+    records name it `name`, a live cluster's `namespace/name` already."""
+    full = qualified(namespace, recorded)
+    return asked == full if "/" in asked else full.rpartition("/")[2] == asked
 
 
 def about(records: list[Record], subject: Subject) -> list[Record]:

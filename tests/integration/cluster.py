@@ -81,6 +81,13 @@ class Cluster:
         self.create({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
                      "metadata": {"name": name, "labels": {NODE_POOL: partition}}, "spec": spec})
 
+    def one_node_shard(self, partition: str, gpus: int) -> str:
+        """A shard serving `partition`, one node of `gpus` GPUs and one queue in it; the queue's name."""
+        self.shard(partition, partition)
+        self.node(f"n-{partition}", partition, gpus=gpus)
+        self.queue(f"q-{partition}", partition)
+        return f"q-{partition}"
+
     def shard(self, name: str, partition: str, **spec: Any) -> None:
         self.create({"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": name},
                      "spec": {"partitionLabelValue": partition, **spec}})

@@ -26,8 +26,9 @@ def _jobs(source: K8sSource) -> set[str]:
 
 
 def _task(source: K8sSource, name: str) -> Any:
+    """The task of that name in a fresh snapshot; None while the informers have not shown its pod."""
     cluster = source.snapshot()
-    return next(t for j in cluster.jobs.values() for t in j.tasks.values() if t.name == name)
+    return next((t for j in cluster.jobs.values() for t in j.tasks.values() if t.name == name), None)
 
 
 def test_objects_created_through_the_api_appear_in_the_snapshot_with_the_model_values(
@@ -66,8 +67,8 @@ def test_a_pending_bind_request_places_its_pod_and_a_failed_one_frees_it(
     cluster.queue(f"q-{partition}", partition)
     cluster.pod(namespace, "p", partition, queue=f"q-{partition}", gpus=1)
     cluster.bind_request(namespace, "p", f"n-{partition}")
-    task = wait_for("the pod to be Binding", lambda: (t := _task(source, f"{namespace}/p")).status == Status.BINDING
-                    and t)
+    task = wait_for("the pod to be Binding", lambda: (t := _task(source, f"{namespace}/p")) is not None
+                    and t.status == Status.BINDING and t)
     assert task.node == f"n-{partition}"
     assert source.snapshot().nodes[f"n-{partition}"].idle.gpus == 1
 
@@ -77,7 +78,8 @@ def test_a_pending_bind_request_places_its_pod_and_a_failed_one_frees_it(
         cluster.custom.patch_namespaced_custom_object_status("scheduling.run.ai", "v1alpha2", namespace,
                                                              "bindrequests", br["metadata"]["name"],
                                                              {"status": {"phase": "Failed"}})
-    wait_for("the pod to be Pending again", lambda: _task(source, f"{namespace}/p").status == Status.PENDING)
+    wait_for("the pod to be Pending again", lambda: getattr(_task(source, f"{namespace}/p"), "status", None)
+             == Status.PENDING)
 
 
 def test_pods_of_other_schedulers_hold_their_resources_and_are_not_scheduled(

@@ -60,9 +60,11 @@ def node(name: str, gpus: int = 4, labels: dict[str, str] | None = None) -> Any:
     return convert.node({"metadata": _meta(name, None, 3600, labels), "status": {"allocatable": alloc}})
 
 
-def bind_request(pod_name: str, node_name: str, failed: bool = False) -> Any:
+def bind_request(pod_name: str, node_name: str, failed: bool = False, owner: str | None = None) -> Any:
     status = {"phase": "Failed"} if failed else {}
-    return convert.bind_request({"metadata": _meta(f"br-{pod_name}", "ns"), "status": status,
+    meta = _meta(f"br-{pod_name}", "ns") | ({"ownerReferences": [{"kind": "Pod", "name": pod_name, "uid": owner}]}
+                                           if owner else {})
+    return convert.bind_request({"metadata": meta, "status": status,
                                  "spec": {"podName": pod_name, "selectedNode": node_name,
                                           "selectedGPUGroups": ["g7"]}})
 
@@ -132,6 +134,13 @@ def test_a_live_bind_request_places_its_pod_and_a_failed_or_misdirected_one_does
     assert tasks["ns/a"] | {"resources": None} == {"name": "ns/a", "state": "Binding", "node": "n", "gpuGroups": ["g7"],
                                                   "resources": None, "labels": {"kai.scheduler/queue": "q"}}
     assert (tasks["ns/b"]["state"], tasks["ns/c"]["state"]) == ("Pending", "Pending")
+
+
+def test_a_bind_request_owned_by_an_earlier_pod_of_the_same_name_does_not_place_the_new_one() -> None:
+    out = run(queue("q"), node("n"), pod("a", gpus=1), pod("b", gpus=1),
+              bind_request("a", "n", owner="uid-a"), bind_request("b", "n", owner="uid-of-the-pod-before"))
+    tasks = {t["name"]: t["state"] for j in out.doc["jobs"] for t in j["tasks"]}
+    assert tasks == {"ns/a": "Binding", "ns/b": "Pending"}
 
 
 def test_states_follow_the_pod_phase() -> None:

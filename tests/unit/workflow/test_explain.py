@@ -94,3 +94,24 @@ def test_a_line_that_is_not_a_record_is_named_by_its_number(tmp_path: Path, caps
     log.write_text('{"kind": "outcome", "job": "j"}\nnot json\n')
     assert main(["explain", "j", "--audit", str(log)]) == 2
     assert f"{log}:2: not a JSON record" in capsys.readouterr().err
+
+
+LIVE = """name: a snapshot of a live cluster (its jobs and pods are named namespace/name)
+actions: [allocate]
+queues: [{name: q, deserved: {gpu: 1}}]
+nodes: [{name: n0, gpus: 1, gpuMemoryMiB: 40000, cpuMillis: 8000, memoryBytes: 32000000000, maxPods: 110}]
+jobs:
+  - {name: team/big, namespace: team, queue: q, perTask: {gpus: 2}, tasks: [{name: team/big-0, state: Pending}]}
+"""
+
+
+@pytest.mark.parametrize("asked", ["big", "team/big", "big-0", "team/big-0"])
+def test_a_live_clusters_audit_log_answers_for_a_job_or_pod_named_either_way(
+        asked: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario, log = tmp_path / "live.yaml", tmp_path / "audit.jsonl"
+    scenario.write_text(LIVE)
+    main(["simulate", "--audit", str(log), str(scenario)])
+    capsys.readouterr()
+    out = _explain(capsys, asked, "--audit", str(log))
+    who = "pod team/big-0 (job team/big)" if asked.endswith("-0") else "job team/big"
+    assert out.startswith(f"{who} in queue q, cycle 1: pending")
