@@ -101,7 +101,7 @@ rules:
 """)
     bundle = load([str(default_policies()), str(tmp_path)])
     d = _decide(scenario([node("n0")], [_job("a", perTask={"gpus": 2})]), bundle)
-    assert _placements(d)["a-0"].annotations == {"example.com/node": "n0", "example.com/gpus": "2.0"}
+    assert _placements(d)["a-0"].annotations == {"example.com/node": "n0", "example.com/gpus": "2"}
 
 
 def test_a_job_over_its_queue_limit_is_unschedulable_with_the_references_reason() -> None:
