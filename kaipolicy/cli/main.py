@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from kaipolicy.cli import diff, explain, lint, simulate, snapshot, test
+from kaipolicy.cli import binder, diff, explain, lint, simulate, snapshot, test
 from kaipolicy.cli.text import internal_error, printable_lines, tolerant_streams
 from kaipolicy.errors import KaipolicyError
 
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     test.register(sub)
     diff.register(sub)
     snapshot.register(sub)
+    binder.register(sub)
     return ap
 
 
