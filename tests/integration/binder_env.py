@@ -52,13 +52,17 @@ def request_of(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     return dict(cluster.custom.get_namespaced_custom_object(GROUP, "v1alpha2", namespace, "bindrequests", name))
 
 
+def is_settled(request: dict[str, Any]) -> bool:
+    """Final: Succeeded, or Failed with no retry left."""
+    status, limit = request.get("status") or {}, int(request["spec"].get("backoffLimit") or 0)
+    return status.get("phase") == "Succeeded" or (status.get("phase") == "Failed"
+                                                  and status.get("failedAttempts", 0) >= limit)
+
+
 def settled(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
-    """The request once it is final (Succeeded, or Failed with no retry left), else None."""
+    """The request once it is final, else None."""
     obj = request_of(cluster, namespace, name)
-    status, limit = obj.get("status") or {}, int(obj["spec"].get("backoffLimit") or 0)
-    if status.get("phase") == "Succeeded" or (status.get("phase") == "Failed" and status.get("failedAttempts", 0) >= limit):
-        return obj
-    return None
+    return obj if is_settled(obj) else None
 
 
 def wait_settled(cluster: Cluster, namespace: str, name: str, seconds: float = 30) -> dict[str, Any]:
