@@ -8,6 +8,7 @@ within the renew deadline. Releasing it on a clean stop lets a successor take ov
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -124,7 +125,7 @@ class LeaderElector:
         now = _micro_time()
         ours = holder == self.identity
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if ours else 1)
-        renewed = spec | {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.timings.duration),
+        renewed = spec | {"holderIdentity": self.identity, "leaseDurationSeconds": math.ceil(self.timings.duration),
                           "renewTime": now, "acquireTime": spec.get("acquireTime") if ours else now,
                           "leaseTransitions": transitions}
         return self._write(lambda: self.api.replace(kubeapi.LEASE, lease | {"spec": renewed}))
@@ -133,7 +134,7 @@ class LeaderElector:
         now = _micro_time()
         body: Obj = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                      "metadata": {"name": self.name, "namespace": self.namespace},
-                     "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.timings.duration),
+                     "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": math.ceil(self.timings.duration),
                               "acquireTime": now, "renewTime": now, "leaseTransitions": 0}}
         return self._write(lambda: self.api.create(kubeapi.LEASE, body))
 

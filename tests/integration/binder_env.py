@@ -4,7 +4,13 @@ writes them, a binder running in this process, and a fake kubelet that plays the
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import threading
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,7 +25,7 @@ from kaipolicy.binder.settings import DEVICE_ANNOTATION, BinderSettings, Reserva
 from kaipolicy.cache.informer import Backoff
 from kaipolicy.cache.kubeapi import KubeApi
 from kaipolicy.cache.lease import LeaseTimings
-from tests.integration.cluster import Cluster
+from tests.integration.cluster import ROOT, Cluster
 from tests.polling import wait_for
 
 GROUP = "scheduling.run.ai"
@@ -153,3 +159,51 @@ class FakeKubelet:
                     self.reported[meta["name"]] = device
             except ApiException:
                 pass   # a pod deleted meanwhile: the next round sees the truth
+
+
+class BinderProcess:
+    """`kaipolicy binder` as a real process, its JSON log lines collected as they come."""
+
+    def __init__(self, kubeconfig: Path, scheduler: str, reserved: str, lease_namespace: str, *extra: str) -> None:
+        argv = [sys.executable, "-m", "kaipolicy.cli.main", "binder", "--kubeconfig", str(kubeconfig),
+                "--scheduler-name", scheduler, "--reservation-namespace", reserved, "--workers", "2",
+                "--metrics-address", "127.0.0.1:0", "--lease-namespace", lease_namespace,
+                "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5",
+                "--retry-base-delay", "0.1", "--reservation-resync", "1", *extra]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, cwd=ROOT)
+        self.lines: list[dict[str, Any]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            try:
+                self.lines.append(json.loads(line))
+            except ValueError:
+                self.lines.append({"message": line.rstrip(), "level": "raw"})
+
+    def logged(self, text: str) -> dict[str, Any] | None:
+        return next((line for line in list(self.lines) if text in line.get("message", "")), None)
+
+    @property
+    def port(self) -> int:
+        line = wait_for("the metrics port in the log", lambda: self.logged("serving /metrics on port"), 30)
+        return int(line["message"].rsplit(" ", 1)[1])
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def terminate(self, seconds: float = 30) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(seconds)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
