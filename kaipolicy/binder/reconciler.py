@@ -63,10 +63,12 @@ class Reconciler:
                              field_selector=f"spec.schedulerName={settings.scheduler_name}")
         self.reserved = Informer(api, kubeapi.POD, lambda key: self.reservations.notify(), backoff=backoff(),
                                  namespace=settings.reservations.namespace)
-        self.reservations = Reservations(api, settings.reservations, stop, self.reserved.get, self.live_groups, clock)
+        self.reservations = Reservations(api, settings.reservations, stop, self.reserved.get, self.live_groups,
+                                         self.bound_into, clock)
         self.binding = Binding(api, self.reservations, settings.scheduler_name)
         self._lock = threading.Lock()
         self._by_pod: dict[str, set[str]] = {}                      # pod key -> its BindRequests' keys
+        self._by_group: dict[str, set[str]] = {}                    # GPU group -> BindRequests naming it
         self._request: dict[str, tuple[str, tuple[str, ...]]] = {}  # BindRequest key -> (pod key, groups)
         self._pod_groups: dict[str, set[str]] = {}                  # pod key -> GPU groups it was seen with
         self._retry_at: dict[str, float] = {}                       # BindRequest uid -> next attempt
@@ -118,10 +120,14 @@ class Reconciler:
             old = self._request.pop(key, None)
             if old:
                 self._by_pod.get(old[0], set()).discard(key)
+                for group in old[1]:
+                    self._by_group.get(group, set()).discard(key)
             if obj is not None:
                 request = Request.of(obj)
                 self._request[key] = (request.pod_key, request.groups)
                 self._by_pod.setdefault(request.pod_key, set()).add(key)
+                for group in request.groups:
+                    self._by_group.setdefault(group, set()).add(key)
         if obj is not None and live(obj):
             self.queue.add(POD + Request.of(obj).pod_key)
         elif old and (obj is None or (obj.get("status") or {}).get("phase") != "Succeeded"):
@@ -152,6 +158,22 @@ class Reconciler:
             if obj is not None and live(obj):
                 out.update(Request.of(obj).groups)
         return out
+
+    def bound_into(self, group: str) -> bool:
+        """Whether a pod that a Succeeded BindRequest bound into `group` is still bound there and
+        not finished (as the watch last saw it), whatever its labels say."""
+        with self._lock:
+            keys = list(self._by_group.get(group, ()))
+        for key in keys:
+            obj = self.requests.get(key)
+            if obj is None or (obj.get("status") or {}).get("phase") != "Succeeded":
+                continue
+            request = Request.of(obj)
+            pod = self.pods.get(request.pod_key)
+            if pod is not None and (pod.get("spec") or {}).get("nodeName") == request.node \
+                    and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                return True
+        return False
 
     # ---- workers --------------------------------------------------------------------------------
     def _work(self) -> None:
@@ -194,6 +216,7 @@ class Reconciler:
             if uid in self._unfinished:
                 self._finish(Request.of(obj), self._unfinished[uid])
             if not live(obj):
+                self._mend(obj)
                 continue
             due = self._retry_at.get(uid, 0.0) - self._clock()
             if due > 0:
@@ -302,6 +325,34 @@ class Reconciler:
                                   "Normal" if ok else "Warning", component="kaipolicy-binder")
         except ClusterError as e:
             log.info("pod %s not told of its binding: %s", request.pod_key, e)
+
+    def _mend(self, obj: Obj) -> None:
+        """A pod whose GPU-group labels or PodBound condition disagree with its final request is put
+        right: a write of an earlier attempt that the API server was slow to apply, after its
+        client had timed out, can land after the writes that followed it."""
+        request = Request.of(obj)
+        pod = self.pods.get(request.pod_key)
+        if pod is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if (obj.get("status") or {}).get("phase") != "Succeeded":
+            stale = [k for k, v in request.labels().items() if labels.get(k) == v]
+            if stale and not (pod.get("spec") or {}).get("nodeName") \
+                    and not set(request.groups) & self.live_groups(request.pod_key):
+                log.warning("pod %s: GPU-group labels of a failed request removed again", request.pod_key)
+                _persist(lambda: self.binding.rollback(request))
+            return
+        if (pod.get("spec") or {}).get("nodeName") != request.node:
+            return
+        missing = {k: v for k, v in request.labels().items() if labels.get(k) != v}
+        if missing:
+            log.warning("pod %s: GPU-group labels set again after a late write", request.pod_key)
+            _persist(lambda: self.api.patch(kubeapi.POD, request.pod, {"metadata": {"labels": missing}},
+                                            request.namespace))
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == POD_BOUND and c.get("status") != "True" for c in conditions):
+            log.info("pod %s: PodBound set again after a late write", request.pod_key)
+            self._tell_pod(request, Outcome({"phase": "Succeeded"}, f"Pod bound successfully to node {request.node}"))
 
     def _undo_quietly(self, request: Request) -> None:
         try:

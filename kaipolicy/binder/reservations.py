@@ -79,13 +79,14 @@ class GroupLocks:
 
 class Reservations:
     """`lookup` reads a reservation pod ("namespace/name") from a watched store; `live_groups`
-    says which groups a pod ("namespace/name") is being bound into by a BindRequest not yet final."""
+    says which groups a pod ("namespace/name") is being bound into by a BindRequest not yet final;
+    `bound_into` whether a Succeeded BindRequest's pod is still bound into a group."""
 
     def __init__(self, api: KubeApi, settings: ReservationSettings, stop: threading.Event,
                  lookup: Callable[[str], Obj | None], live_groups: Callable[[str], set[str]],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 bound_into: Callable[[str], bool], clock: Callable[[], float] = time.monotonic) -> None:
         self.api, self.settings, self._stop = api, settings, stop
-        self._lookup, self._live_groups, self._clock = lookup, live_groups, clock
+        self._lookup, self._live_groups, self._bound_into, self._clock = lookup, live_groups, bound_into, clock
         self.locks = GroupLocks()
         self._changed = threading.Condition()
 
@@ -184,7 +185,8 @@ class Reservations:
     # ---- removing unused ones ---------------------------------------------------------------------
     def sync(self, group: str) -> int:
         """Delete `group`'s reservation pods unless a pod uses the group: one bound to a node and not
-        finished, or one a live BindRequest is binding into it. Returns how many were deleted."""
+        finished (labelled with the group, or bound by a request naming it), or one a live
+        BindRequest is binding into it. Returns how many were deleted."""
         with self.locks.hold(group):
             reservations = self.reservations_of(group)
             if not reservations or self._in_use(group):
@@ -201,6 +203,8 @@ class Reservations:
             return len(reservations)
 
     def _in_use(self, group: str) -> bool:
+        if self._bound_into(group):   # whatever its labels say (a late write may have removed them)
+            return True
         pods, _ = self.api.list(kubeapi.POD, None, label_selector=f"{GPU_GROUP_LABEL}={group}")
         if valid_group(group):
             more, _ = self.api.list(kubeapi.POD, None, label_selector=MULTI_GROUP_PREFIX + group)
