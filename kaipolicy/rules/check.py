@@ -29,6 +29,7 @@ ORDERED = NUMERIC | {"string", "bytes", "bool"}
 RESERVED_PREFIX = "__"
 RESERVED_REASON = "names starting with '__' are reserved"
 MAP_KEYS = frozenset({"int", "uint", "bool", "string", "dyn"})
+FREE = "?"   # the element type of an empty list or map literal while literals unify (never escapes)
 _ARITH = {"-": NUMERIC, "*": NUMERIC, "/": NUMERIC, "%": frozenset({"int", "uint"})}
 
 
@@ -58,11 +59,13 @@ class Checker:
         self._problems: list[Problem] = []
         self._novec: Problem | None = None
         self._scopes: list[dict[str, str]] = []
+        self._patterns: dict[int, str] = {}   # literal node -> its type with free parameters left in
 
     def check(self, expr: t.Expr) -> Checked:
-        self._problems, self._novec, self._scopes = [], None, []
+        self._problems, self._novec, self._scopes, self._patterns = [], None, [], {}
         result = self._type(expr)
-        return Checked(result, self._problems, self._novec)
+        # An expression with errors compiles to nothing: whether it could vectorise is moot.
+        return Checked(result, self._problems, None if self._problems else self._novec)
 
     def _fail(self, code: str, pos: int, message: str) -> str:
         self._problems.append(Problem(code, pos, message))
@@ -141,21 +144,41 @@ class Checker:
         return self._fail("E305", node.pos, f"{operand} cannot be indexed")
 
     def _listlit(self, node: t.ListLit) -> str:
-        types = [self._type(item) for item in node.items]
+        for item in node.items:
+            self._type(item)
         if any(item.vector for item in node.items):
             self._novector(node, "a list built from per-node values")
-        return f"list<{_common(types)}>"
+        return self._with_pattern(node, f"list<{self._items_pattern(node.items)}>")
 
     def _maplit(self, node: t.MapLit) -> str:
         keys = [self._type(k) for k, _ in node.entries]
-        values = [self._type(v) for _, v in node.entries]
+        for _, value in node.entries:
+            self._type(value)
         if any(k.vector or v.vector for k, v in node.entries):
             self._novector(node, "a map built from per-node values")
         for (key, _), key_type in zip(node.entries, keys):
             if key_type not in MAP_KEYS:
                 self._fail("E305", key.pos, f"a map key must be an int, uint, bool or string, not {key_type}")
         self._repeated_keys(node)
-        return f"map<{_common(keys)},{_common(values)}>"
+        pattern = (f"map<{self._items_pattern([k for k, _ in node.entries])},"
+                   f"{self._items_pattern([v for _, v in node.entries])}>")
+        return self._with_pattern(node, pattern)
+
+    def _items_pattern(self, items: list[t.Expr]) -> str:
+        """The element type of a literal: its items' types unified, an empty literal's element
+        being a free type parameter (so `[[], [[1]]]` is a list<list<list<int>>>)."""
+        common: str | None = FREE
+        for item in items:
+            common = _unify(common, self._pattern(item)) if common is not None else None
+        return common or "dyn"
+
+    def _pattern(self, node: t.Expr) -> str:
+        """A node's type with the free parameters of the empty literals in it left in."""
+        return self._patterns.get(id(node), node.type)
+
+    def _with_pattern(self, node: t.Expr, pattern: str) -> str:
+        self._patterns[id(node)] = pattern
+        return pattern.replace(FREE, "dyn")  # a parameter nothing bound is dyn
 
     def _repeated_keys(self, node: t.MapLit) -> None:
         """A literal key given twice is an error (CEL's, at run time; here before it). 1 and 1u
@@ -180,11 +203,12 @@ class Checker:
         cond, then, other = self._type(node.cond), self._type(node.then), self._type(node.other)
         if not assignable("bool", cond):
             self._fail("E305", node.pos, f"the condition of ?: must be a bool, not {cond}")
-        common = join(then, other)
-        if common is None:
+        pattern = _unify(self._pattern(node.then), self._pattern(node.other))
+        if pattern is None:
             return self._fail("E305", node.pos, f"the branches of ?: differ: {then} and {other}")
-        if node.cond.vector and common not in ORDERED:
-            self._novector(node, f"?: choosing a {common} per node")
+        common = self._with_pattern(node, pattern)
+        if node.cond.vector and (common not in ORDERED or cond != "bool"):
+            self._novector(node, f"?: choosing a {common} per node by a {cond}")
         return common
 
     def _binary(self, node: t.Binary) -> str:
@@ -218,12 +242,13 @@ class Checker:
         return self._fail("E305", node.pos, f"operator {op!r} does not apply to {left} and {right}")
 
     def _plus(self, node: t.Binary, left: str, right: str) -> str:
+        if list_elem(left) is not None and list_elem(right) is not None:
+            pattern = _unify(self._pattern(node.left), self._pattern(node.right))
+            if pattern is not None:  # the more general element type: [1, 'a'] + [2] is a list<dyn>
+                return self._with_pattern(node, pattern)
         common = join(left, right)
         if common is not None and (common in NUMERIC | {"string", "bytes", "dyn"} or list_elem(common)):
             return common if common != "dyn" else (left if left != "dyn" else right)
-        le, re_ = list_elem(left), list_elem(right)
-        if le is not None and re_ is not None:
-            return "list<dyn>"
         return self._fail("E305", node.pos, f"operator '+' does not apply to {left} and {right}")
 
     def _comprehension(self, node: t.Comprehension) -> str:
@@ -312,20 +337,30 @@ def _reserved_name(node: t.Expr) -> str | None:
 
 
 def _vector_op(op: str, left: str, right: str) -> bool:
+    """Whether numpy's operator is CEL's here: on typed operands only, since numpy would take
+    any truthy value for true and compare or add a bool as a number (`dyn(false) == 0.0`)."""
     if op in ("&&", "||"):
-        return True
+        return left == right == "bool"
     if op in ("==", "!=", "<", "<=", ">", ">="):
-        return left in ORDERED | {"dyn"} and right in ORDERED | {"dyn"}
-    return op != "in" and left in NUMERIC | {"dyn"} and right in NUMERIC | {"dyn"}
+        return left in ORDERED and right in ORDERED
+    return op != "in" and left in NUMERIC and right in NUMERIC
 
 
-def _common(types: list[str]) -> str:
-    if not types:
-        return "dyn"
-    common: str | None = types[0]
-    for other in types[1:]:
-        common = join(common, other) if common is not None else None
-    return common or "dyn"
+def _unify(a: str, b: str) -> str | None:
+    """Two types as one (items of a literal, branches of ?:, lists joined by +): a free parameter
+    takes the other side, lists and maps unify part by part, and elsewhere dyn wins (the more
+    general type: a value typed by the result never leaks); None when they do not agree."""
+    if a == FREE or b == FREE:
+        return b if a == FREE else a
+    ea, eb = list_elem(a), list_elem(b)
+    if ea is not None and eb is not None:
+        elem = _unify(ea, eb)
+        return None if elem is None else f"list<{elem}>"
+    ka, kb = map_kv(a), map_kv(b)
+    if ka is not None and kb is not None:
+        key, value = _unify(ka[0], kb[0]), _unify(ka[1], kb[1])
+        return None if key is None or value is None else f"map<{key},{value}>"
+    return join(a, b)
 
 
 def _hint(word: str, known: set[str]) -> str:

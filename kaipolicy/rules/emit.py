@@ -25,9 +25,13 @@ HELPERS: dict[str, Any] = {
     "_exists": rt.exists, "_exists_one": rt.exists_one, "_each": rt.each, "_lidx": rt.list_index,
     "_matches": rt.matches, "_min": rt.min_, "_max": rt.max_, "_u64": rt.uint_check, "_i64": rt.int_check,
     "_to_int": rt.to_int, "_to_uint": rt.to_uint, "_to_double": rt.to_double, "_to_string": rt.to_string,
-    "_to_bool": rt.to_bool, "_to_bytes": rt.to_bytes, "_equals": rt.equals, "_compare": rt.compare,
+    "_to_bool": rt.to_bool, "_to_bytes": rt.to_bytes, "_truth": rt.truth, "_equals": rt.equals, "_compare": rt.compare,
     "_contains": rt.contains, "_new_map": rt.new_map, **SANDBOX_HELPERS,
 }
+# Helpers for values the checker saw as dyn (CEL's rules across kinds, bools that must be bools,
+# the sandbox's accessors): typed code never needs them, and the default bundle calls none.
+DYNAMIC_HELPERS = frozenset({"_dneg", "_arith", "_truth", "_equals", "_compare", "_contains", "_new_map",
+                             "_sel", "_has", "_idx", "_size", "_iter", "_str", "_bool"})
 CONVERT = {"int": "_to_int", "uint": "_to_uint", "double": "_to_double", "string": "_to_string",
            "bool": "_to_bool", "bytes": "_to_bytes", "dyn": ""}
 METER = "_m"          # the generated name of the evaluation's budget (see cost.Meter)
@@ -139,22 +143,20 @@ class Emitter:
         return f"_dneg({operand})"
 
     def _cond(self, node: t.Cond) -> str:
-        return f"({self.emit(node.then)} if {self.emit(node.cond)} else {self.emit(node.other)})"
+        return f"({self.emit(node.then)} if {truth(node.cond, self.emit(node.cond))} else {self.emit(node.other)})"
 
     def _binary(self, node: t.Binary) -> str:
         left, right = self.emit(node.left), self.emit(node.right)
         op, lt, rt_ = node.op, node.left.type, node.right.type
         if op in ("&&", "||"):
-            if can_fail(node.left):
+            if can_fail(node.left) or node.left.type != "bool" or node.right.type != "bool":
                 helper = "_and" if op == "&&" else "_or"
                 return f"{helper}(lambda: {left}, lambda: {right})"
             return f"({left} {'and' if op == '&&' else 'or'} {right})"
-        if op == "in" and rt_ == "dyn":
-            return f"_in({left}, {right})"
         if op in ("==", "!=", "<", "<=", ">", ">=", "in"):
-            if _mentions_dyn(lt) or _mentions_dyn(rt_):
-                return _dynamic_relation(op, left, right)
-            return f"({left} {op} {right})"
+            if _python_relation_is_exact(op, lt, rt_):
+                return f"({left} {op} {right})"
+            return _cel_relation(op, left, right)
         return self._arith(op, left, right, lt if lt != "dyn" else rt_, lt == "dyn" or rt_ == "dyn")
 
     def _arith(self, op: str, left: str, right: str, typ: str, dynamic: bool) -> str:
@@ -190,9 +192,9 @@ class Emitter:
                 del self.names[node.var]
             else:
                 self.names[node.var] = saved
-        if node.macro in ("all", "exists", "exists_one"):
+        if node.macro in ("all", "exists", "exists_one"):  # these helpers check each result is a bool
             return f"_{node.macro}({charged}, lambda {var}: {pred})"
-        cond = f" if {pred}" if pred is not None else ""
+        cond = f" if {truth(node.pred, pred)}" if node.pred is not None and pred is not None else ""
         return f"[{result or var} for {var} in _each({charged}){cond}]"
 
     def _call(self, node: t.Call) -> str:
@@ -227,6 +229,11 @@ class Emitter:
         return f"{helper}({args[0]})" if helper else args[0]
 
 
+def truth(node: t.Expr, code: str) -> str:
+    """`code` as a condition (of `?:`, `filter`): a bool, never the truthiness of a dyn value."""
+    return code if node.type == "bool" else f"_truth({code})"
+
+
 def _plain_keys(node: t.MapLit) -> bool:
     """Literal keys of one kind: the checker refused repeats, so a Python dict literal is exact
     (bool beside int keys would merge in a dict, computed keys need run-time checks)."""
@@ -234,13 +241,24 @@ def _plain_keys(node: t.MapLit) -> bool:
     return len(kinds) <= 1 and "" not in kinds
 
 
-def _mentions_dyn(typ: str) -> bool:
-    return typ == "dyn" or "<dyn" in typ or ",dyn" in typ
+def _python_relation_is_exact(op: str, left: str, right: str) -> bool:
+    """Whether Python's own operator gives CEL's answer for these static types. Not across kinds
+    behind dyn (Python calls true equal to 1), and not on lists or maps: Python compares their
+    items by identity first, so a NaN would equal itself inside one (`[x] == [x]`, `x in [x]`)."""
+    if op == "in":
+        kv = map_kv(right)
+        items = kv[0] if kv is not None else list_elem(right)
+        return items is not None and items != "double" and _plain(items) and _plain(left)
+    return _plain(left) and _plain(right)
 
 
-def _dynamic_relation(op: str, left: str, right: str) -> str:
-    """A relation on a value the checker saw as dyn follows CEL across kinds (kinds.equals, ...):
-    Python's own would call true equal to 1 and order lists."""
+def _plain(typ: str) -> bool:
+    """A type whose values Python compares as CEL does: not dyn, not a list or a map."""
+    return typ != "dyn" and list_elem(typ) is None and map_kv(typ) is None
+
+
+def _cel_relation(op: str, left: str, right: str) -> str:
+    """A relation Python's operators would get wrong follows CEL across kinds (kinds.equals, ...)."""
     if op == "==":
         return f"_equals({left}, {right})"
     if op == "!=":

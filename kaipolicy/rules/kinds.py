@@ -24,6 +24,7 @@ class UInt(int):
 _KINDS = {bool: "bool", int: "int", UInt: "uint", float: "double", str: "string", bytes: "bytes",
           list: "list", dict: "map", type(None): "null"}
 NUMBERS = frozenset({"int", "uint", "double"})
+CEL_KINDS = frozenset(_KINDS.values())   # what `kind` answers for a CEL value; anything else is an object
 
 
 def kind(value: Any) -> str:

@@ -35,7 +35,7 @@ GRAMMAR = r"""
      | member LBRACK expr "]" -> index
 ?primary: IDENT -> ident
      | "."? IDENT "(" [args] ")" -> call
-     | "(" expr ")"
+     | "(" expr ")" -> group
      | LBRACK [items] "]" -> list_lit
      | LBRACE [entries] "}" -> map_lit
      | UINT -> uint_lit
@@ -189,6 +189,18 @@ class _Build(lark.visitors.Transformer_NonRecursive[lark.Token, t.Expr]):
     method shadows the builtin `list` the annotations use.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        # Facts about nodes, keyed by id(); each entry holds its node, so a freed node's id cannot
+        # lend the fact to a later node.
+        self._grouped: dict[int, t.Expr] = {}   # written in parentheses
+        self._bare: dict[int, t.Expr] = {}      # left by a cancelled pair of operators (`--5`)
+        self._signed: dict[int, tuple[t.Literal, t.Literal]] = {}  # `-5` as one literal: (itself, `5`)
+
+    def group(self, c: list[Any]) -> t.Expr:
+        self._grouped[id(c[0])] = c[0]
+        return cast(t.Expr, c[0])
+
     def cond(self, c: list[Any]) -> t.Expr:
         return t.Cond(_pos(c[1]), c[0], c[2], c[3])
 
@@ -196,10 +208,27 @@ class _Build(lark.visitors.Transformer_NonRecursive[lark.Token, t.Expr]):
         return t.Binary(_pos(c[1]), str(c[1]), c[0], c[2])
 
     def unary(self, c: list[Any]) -> t.Expr:
-        op, operand = str(c[0]), c[1]
-        if op == "-" and isinstance(operand, t.Literal) and operand.kind in ("int", "double"):
-            return t.Literal(_pos(c[0]), -operand.value, operand.kind)
-        return t.Unary(_pos(c[0]), op, operand)
+        """As in CEL's grammar, a chain of one operator cancels in pairs (`--x` is x, `!!!x` is
+        `!x`), and one minus right before a number is its sign (`-9223372036854775808` is an int
+        literal), but not a minus before `(5)` nor one left over from a chain (`---5` is `-(5)`)."""
+        op, operand, pos = str(c[0]), cast(t.Expr, c[1]), _pos(c[0])
+        if id(operand) in self._grouped and self._grouped[id(operand)] is operand:
+            return t.Unary(pos, op, operand)
+        if isinstance(operand, t.Unary) and operand.op == op:
+            return self._left_bare(operand.operand)
+        signed = self._signed.get(id(operand))
+        if op == "-" and signed is not None and signed[0] is operand:
+            return self._left_bare(signed[1])
+        if (op == "-" and isinstance(operand, t.Literal) and operand.kind in ("int", "double")
+                and self._bare.get(id(operand)) is not operand):
+            literal = t.Literal(pos, -operand.value, operand.kind)
+            self._signed[id(literal)] = (literal, operand)
+            return literal
+        return t.Unary(pos, op, operand)
+
+    def _left_bare(self, node: t.Expr) -> t.Expr:
+        self._bare[id(node)] = node
+        return node
 
     def select(self, c: list[Any]) -> t.Expr:
         name = str(c[1])  # a backquoted name (`content-type`) selects a map key that is no identifier

@@ -11,6 +11,7 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Iterable, Sized
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any, NoReturn
 
@@ -71,12 +72,15 @@ def idiv(a: int, b: int) -> int:
         raise ZeroDivisionError("division by zero")
     q = abs(a) // abs(b)
     q = q if (a < 0) == (b < 0) else -q
-    return q if q <= INT_MAX else overflow()
+    # Past INT_MAX only as -2^63 / -1 (an int overflow) or as a uint quotient (a uint divisor is positive)
+    return q if q <= INT_MAX or b > 0 else overflow()
 
 
 def imod(a: int, b: int) -> int:
     if b == 0:
         raise ZeroDivisionError("modulus by zero")
+    if b == -1 and a == INT_MIN:  # as -2^63 / -1 overflows, so does its remainder (cel-go, cel-cpp)
+        overflow()
     r = abs(a) % abs(b)
     return -r if a < 0 else r
 
@@ -113,48 +117,59 @@ def arith(op: str, a: Any, b: Any) -> Any:
     raise TypeError(f"no such overload: {ka} {op} {kb}")
 
 
-def and_(left: Callable[[], Any], right: Callable[[], Any]) -> Any:
-    """CEL `&&`: false wins over an error on either side (never over a spent budget)."""
+def and_(left: Callable[[], Any], right: Callable[[], Any]) -> bool:
+    """CEL `&&`: false on either side wins over an error (or a non-bool) on the other."""
+    return _logic(left, right, False)
+
+
+def or_(left: Callable[[], Any], right: Callable[[], Any]) -> bool:
+    """CEL `||`: true on either side wins over an error (or a non-bool) on the other."""
+    return _logic(left, right, True)
+
+
+def _logic(left: Callable[[], Any], right: Callable[[], Any], decisive: bool) -> bool:
+    first = _operand(left)
+    if first is decisive:
+        return decisive
+    second = _operand(right)
+    if second is decisive:
+        return decisive
+    for side in (first, second):
+        if isinstance(side, Exception):
+            raise side
+    return not decisive
+
+
+def _operand(side: Callable[[], Any]) -> bool | Exception:
+    """One side of `&&` or `||`: its bool, or the error it stands for (never a spent budget)."""
     try:
-        a = left()
+        value = side()
     except OverBudget:
         raise
-    except Exception:
-        if right() is False:
-            return False
-        raise
-    if a is False:
-        return False
-    b = right()
-    return b if a is True else _not_bool(a)
-
-
-def or_(left: Callable[[], Any], right: Callable[[], Any]) -> Any:
-    """CEL `||`: true wins over an error on either side (never over a spent budget)."""
+    except Exception as err:  # noqa: BLE001 - CEL absorbs it if the other side decides
+        return err
     try:
-        a = left()
-    except OverBudget:
-        raise
-    except Exception:
-        if right() is True:
-            return True
-        raise
-    if a is True:
-        return True
-    b = right()
-    return b if a is False else _not_bool(a)
+        return truth(value)
+    except TypeError as err:
+        return err
 
 
-def _not_bool(value: Any) -> Any:
+def truth(value: Any) -> bool:
+    """A value CEL uses as a bool (an operand of `&&`, `||`, `?:`, a macro's predicate): a
+    bool, never Python's truthiness of a number, string or list behind dyn."""
+    if value is True or value is False:
+        return value
+    if kind(value) == "bool":  # numpy's bool from a vocabulary function
+        return bool(value)
     raise TypeError(f"no such overload: {kind(value)} used as a bool")
 
 
 def _quantify(items: Iterable[Any], pred: Callable[[Any], Any], decisive: bool) -> bool:
-    """`decisive` as soon as one item gives it; an error counts only if none does (CEL)."""
+    """`decisive` as soon as one item gives it; an error (or a non-bool) counts only if none does (CEL)."""
     error: Exception | None = None
     for item in items:
         try:
-            if pred(item) is decisive:
+            if truth(pred(item)) is decisive:
                 return bool(decisive)
         except OverBudget:
             raise
@@ -180,7 +195,7 @@ def exists(meter: Meter, unit: int, items: Sized, pred: Callable[[Any], Any]) ->
 
 
 def exists_one(meter: Meter, unit: int, items: Sized, pred: Callable[[Any], Any]) -> bool:
-    return sum(1 for item in each(meter, unit, items) if pred(item) is True) == 1
+    return sum(1 for item in each(meter, unit, items) if truth(pred(item))) == 1
 
 
 def list_index(items: list[Any], i: Any) -> Any:
@@ -231,7 +246,8 @@ def neg_dyn(value: Any) -> Any:
     raise TypeError(f"no such overload: -{kind(value)}")
 
 
-_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+# Decimal digits, as cel-go reads them (Go's ParseInt and ParseUint): a uint takes no sign at all.
+_WHOLE_TEXT = {"int": re.compile(r"[+-]?[0-9]+"), "uint": re.compile(r"[0-9]+")}
 _DOUBLE_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
 
 
@@ -244,7 +260,7 @@ def _out_of_range(value: Any, name: str) -> NoReturn:
 
 
 def _parse_whole(text: str, name: str) -> int:
-    if _INT_TEXT.fullmatch(text) is None:
+    if _WHOLE_TEXT[name].fullmatch(text) is None:
         raise ValueError(f"invalid {name} text {text!r}")
     return int(text, 10)
 
@@ -287,12 +303,33 @@ def to_string(value: Any) -> str:
     if k == "bytes":
         return str(value.decode("utf-8"))  # invalid UTF-8 is an error, as in CEL
     if k == "double":
-        return repr(float(value))
+        return double_text(float(value))
     if k in ("int", "uint"):
         return str(int(value))
     if k == "string":
         return str(value)
     return _no_overload("string", value)
+
+
+def double_text(value: float) -> str:
+    """A double as cel-go prints it (Go's %g): the fewest digits that read back as the same
+    double, in exponent form below 1e-4 and from 1e6 on: 1, 0.5, 100000, 1e+06, 1.5e-05, NaN, +Inf."""
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    if value == 0:
+        return sign + "0"
+    shortest = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(map(str, shortest.digits))
+    point = len(digits) + int(shortest.exponent)   # digits before the decimal point
+    if not -4 <= point - 1 < 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if point < 1 else '+'}{abs(point - 1):02d}"
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return sign + digits + "0" * (point - len(digits))
+    return f"{sign}{digits[:point]}.{digits[point:]}"
 
 
 def to_bool(value: Any) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kaipolicy.rules.kinds import has_key
+from kaipolicy.rules.kinds import CEL_KINDS, has_key, kind
 from kaipolicy.rules.runtime import list_index
 from kaipolicy.rules.vocabulary import TypeSpec
 
@@ -34,18 +34,9 @@ _SCALARS = (bool, int, float, str, bytes, np.integer, np.floating, np.bool_)
 
 def cel_kind(value: Any, fields: Fields | None = None) -> str:
     """The CEL type name of a run-time value, for messages (never the value's repr)."""
-    if value is None:
-        return "null"
-    if isinstance(value, (bool, np.bool_)):
-        return "bool"
-    if isinstance(value, (int, np.integer)):
-        return "int"
-    if isinstance(value, (float, np.floating)):
-        return "double"
-    names = {str: "string", bytes: "bytes", list: "list", dict: "map"}
-    for cls, name in names.items():
-        if isinstance(value, cls):
-            return name
+    found = kind(value)
+    if found in CEL_KINDS:
+        return found
     return "object" if fields is None or type(value) not in fields else type(value).__name__
 
 
@@ -90,13 +81,6 @@ def size(value: Any) -> int:
     if isinstance(value, (str, bytes, list, dict)):
         return len(value)
     raise TypeError(f"no such overload: size({cel_kind(value)})")
-
-
-def contains(item: Any, container: Any) -> bool:
-    """`item in container` on a dyn container: list membership or map key."""
-    if isinstance(container, (list, dict)):
-        return item in container
-    raise TypeError(f"no such overload: {cel_kind(item)} in {cel_kind(container)}")
 
 
 def iterable(value: Any) -> Any:
@@ -158,6 +142,6 @@ def _has_own_order(cls: type) -> bool:
 
 
 SANDBOX_HELPERS: dict[str, Any] = {
-    "_sel": select, "_has": has, "_idx": index, "_size": size, "_in": contains, "_iter": iterable,
+    "_sel": select, "_has": has, "_idx": index, "_size": size, "_iter": iterable,
     "_str": text, "_bool": boolean, "_cond": condition, "_number": number, "_string": string, "_key": key,
 }

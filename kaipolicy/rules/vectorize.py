@@ -14,7 +14,7 @@ import numpy as np
 
 from kaipolicy.rules import runtime as rt
 from kaipolicy.rules import tree as t
-from kaipolicy.rules.emit import Emitter
+from kaipolicy.rules.emit import Emitter, truth
 
 
 def _checked_int(result: Any) -> Any:
@@ -94,7 +94,7 @@ class VectorEmitter(Emitter):
         cond, then, other = self.emit(node.cond), self.emit(node.then), self.emit(node.other)
         if node.cond.vector:
             return f"_np.where({cond}, {then}, {other})"
-        return f"({then} if {cond} else {other})"
+        return f"({then} if {truth(node.cond, cond)} else {other})"
 
     def _vbinary(self, node: t.Binary) -> str:
         left, right = self.emit(node.left), self.emit(node.right)

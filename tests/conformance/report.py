@@ -17,7 +17,7 @@ import yaml
 
 from tests.conformance.run import run_case, run_with_cel_cpp
 from tests.conformance.subset import exclusion
-from tests.conformance.suite import load_cases, locate
+from tests.conformance.suite import describe, load_cases, locate
 
 
 def report(folder: Path) -> dict[str, Any]:
@@ -31,9 +31,8 @@ def report(folder: Path) -> dict[str, Any]:
     for case, outcome in inside:
         if not outcome.passed:
             failing.setdefault(classes.get(case.id, "not classified yet"), []).append(case.id)
-    marker = folder / "SOURCE"
     return {
-        "suite": marker.read_text(encoding="utf-8").strip() if marker.exists() else str(folder),
+        "suite": describe(folder),
         "cases": len(cases),
         "passed": sum(outcome.passed for _, _, outcome in outcomes),
         "subset": {"cases": len(inside), "passed": passed_inside,

@@ -1,8 +1,8 @@
 """The official CEL conformance suite (cel-spec `tests/simple/testdata`): where it is, and its cases.
 
 The suite is never committed here. It is found, in this order, at `$KAIPOLICY_CEL_SPEC` (a
-cel-spec checkout or its testdata folder) or in `.cache/cel-spec/`, which
-`python -m tests.conformance.fetch` fills from PyPI (see that module for why PyPI).
+cel-spec checkout, a `cel.dev/expr` module folder or a testdata folder) or in `.cache/cel-spec/`,
+which `python -m tests.conformance.fetch` fills (see that module for where from).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from tests.conformance.textproto import Message
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "cel-spec"
 ENV_VAR = "KAIPOLICY_CEL_SPEC"
+MARKER = "SOURCE"  # the file fetch writes beside the suite: which copy it is
 RESULT_KINDS = ("value", "typed_result", "eval_error", "any_eval_errors", "unknown", "any_unknowns")
 
 
@@ -57,6 +58,14 @@ def locate() -> tuple[Path | None, str]:
         return CACHE, ""
     return None, (f"the CEL conformance suite is not in {CACHE}: run `python -m tests.conformance.fetch` "
                   f"(or point ${ENV_VAR} at a cel-spec checkout)")
+
+
+def describe(folder: Path) -> str:
+    """Which copy of the suite a folder holds: fetch's SOURCE line, or the folder itself."""
+    marker = folder / MARKER
+    if marker.exists():
+        return marker.read_text(encoding="utf-8").strip()
+    return f"{folder} (${ENV_VAR})" if os.environ.get(ENV_VAR) else str(folder)
 
 
 def load_cases(folder: Path) -> list[Case]:

@@ -1,5 +1,6 @@
 """Random well-typed CEL expressions over `task` and `node` (the rule tests' vocabulary) that mix
-regexes, non-finite constants, comprehensions, ternaries, string building and run-time errors.
+regexes, non-finite constants, comprehensions, ternaries, string building, run-time errors, lists of
+doubles (NaN included) and values behind dyn (across kinds, and non-bools where CEL wants a bool).
 
 `expression(rng, type)` returns CEL text of that type; the differential test evaluates it with
 our scalar and vector forms and with the celpy and cel-expr-python oracles.
@@ -95,7 +96,24 @@ class Generator:
             lambda d: f"({self.rng.choice(LABEL_KEYS)} in {self.rng.choice(['task', 'node'])}.labels)",
             lambda d: f"({self.int_(d)} in {self.int_list(d)})",
             lambda d: self._quantifier(d),
+            lambda d: self._dynamic(d),
+            lambda d: f"({self.double_list(d)} {self.rng.choice(['==', '!='])} {self.double_list(d)})",
+            lambda d: f"({self.double(d)} in {self.double_list(d)})",
         ])
+
+    def double_list(self, depth: int) -> str:
+        return "[" + ", ".join(self.double(self.max_depth) for _ in range(self.rng.randint(0, 2))) + "]"
+
+    def _dynamic(self, depth: int) -> str:
+        """Values behind dyn: equality across kinds, and non-bools where CEL wants a bool."""
+        value = self.rng.choice([self.int_, self.double, self.bool_, self.string])(depth)
+        return self.rng.choice([
+            lambda: f"(dyn({value}) == {self.rng.choice([self.int_, self.double])(depth)})",
+            lambda: f"(dyn({value}) {self.rng.choice(['&&', '||'])} {self.bool_(depth)})",
+            lambda: f"({self.bool_(depth)} {self.rng.choice(['&&', '||'])} dyn({value}))",
+            lambda: f"(dyn({value}) ? {self.bool_(depth)} : {self.bool_(depth)})",
+            lambda: f"!dyn({value})",
+        ])()
 
     def _quantifier(self, depth: int) -> str:
         var = f"v{len(self.scopes)}"

@@ -40,8 +40,8 @@ rules:
 
 @pytest.mark.parametrize(("rule", "node", "denied", "message"), [
     ("regexes", "a1", True, "not b"), ("regexes", "b1", False, "b"),
-    ("constants", "a1", False, "inf -inf"),
-    ("both", "c1", True, "x"), ("both", "d1", False, "nan"),
+    ("constants", "a1", False, "+Inf -Inf"),
+    ("both", "c1", True, "x"), ("both", "d1", False, "NaN"),
 ])
 def test_every_form_of_a_rule_evaluates_its_own_regexes_and_constants(
         write: Write, vocabulary: Vocabulary, rule: str, node: str, denied: bool, message: str) -> None:
