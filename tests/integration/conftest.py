@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -74,12 +73,3 @@ def source(cluster: Cluster, api: KubeApi, partition: str) -> Iterator[K8sSource
     yield src
     src.stop()
 
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Figures a test recorded (`record_property("figures", ...)`), printed after the run: the
-    fault suite's counts of faults injected, retries and outcomes."""
-    for outcome in ("passed", "failed"):
-        for report in terminalreporter.stats.get(outcome, []):
-            for name, value in getattr(report, "user_properties", []):
-                if name == "figures":
-                    terminalreporter.write_line(str(value))
