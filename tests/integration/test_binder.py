@@ -5,7 +5,6 @@ node deleted mid-bind ends the request Failed with that reason; unused reservati
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,19 +24,6 @@ from tests.integration.binder_env import (
 )
 from tests.integration.cluster import Cluster
 from tests.polling import wait_for
-
-
-@pytest.fixture
-def scheduler() -> str:
-    """A schedulerName of this test's own: its binder leaves every other test's pods alone."""
-    return f"kai-{secrets.token_hex(3)}"
-
-
-@pytest.fixture
-def reserved(cluster: Cluster) -> str:
-    name = f"rr-{secrets.token_hex(4)}"
-    cluster.core.create_namespace({"metadata": {"name": name}})
-    return name
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import secrets
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -58,9 +57,7 @@ def proxy(apiserver: ApiServer, request: pytest.FixtureRequest) -> Iterator[Faul
 @pytest.mark.parametrize("proxy", _seeds(), indirect=True, ids=lambda s: f"seed{s}")
 def test_under_faults_no_pod_is_bound_twice_no_request_is_lost_and_no_reservation_leaks(
         apiserver: ApiServer, cluster: Cluster, namespace: str, partition: str, proxy: FaultProxy,
-        tmp_path: Path, record_property: Any) -> None:
-    scheduler, reserved = f"kai-{secrets.token_hex(3)}", f"rr-{secrets.token_hex(4)}"
-    cluster.core.create_namespace({"metadata": {"name": reserved}})
+        scheduler: str, reserved: str, tmp_path: Path, record_property: Any) -> None:
     nodes = [f"n{i}-{partition}" for i in range(6)]
     for node in nodes:
         cluster.node(node, partition, gpus=8, pods=500)

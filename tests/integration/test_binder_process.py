@@ -5,7 +5,6 @@ the next leader, which finishes it."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 
 import pytest
@@ -25,11 +24,8 @@ from tests.polling import wait_for
 
 
 @pytest.fixture
-def names(cluster: Cluster) -> tuple[str, str]:
-    """(schedulerName, reservation namespace) of this test's own."""
-    reserved = f"rr-{secrets.token_hex(4)}"
-    cluster.core.create_namespace({"metadata": {"name": reserved}})
-    return f"kai-{secrets.token_hex(3)}", reserved
+def names(scheduler: str, reserved: str) -> tuple[str, str]:
+    return scheduler, reserved
 
 
 @pytest.fixture

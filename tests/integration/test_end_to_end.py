@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import secrets
 import signal
 import subprocess
 import sys
@@ -36,11 +35,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture
-def names(cluster: Cluster, partition: str) -> dict[str, str]:
-    reserved = f"rr-{secrets.token_hex(4)}"
-    cluster.core.create_namespace({"metadata": {"name": reserved}})
+def names(cluster: Cluster, partition: str, scheduler: str, reserved: str) -> dict[str, str]:
     cluster.shard(partition, partition)
-    return {"scheduler": f"kai-{secrets.token_hex(3)}", "reserved": reserved, "shard": partition}
+    return {"scheduler": scheduler, "reserved": reserved, "shard": partition}
 
 
 @pytest.fixture
