@@ -194,3 +194,17 @@ def test_a_pod_or_node_deleted_mid_bind_ends_the_request_failed_with_that_reason
     if deleted == "node":
         got = pod_of(cluster, namespace, "mid")
         assert not got["spec"].get("nodeName") and "runai-gpu-group" not in (got["metadata"].get("labels") or {})
+
+
+def test_a_new_request_for_a_pod_whose_old_one_failed_for_good_is_carried_out(
+        apiserver: ApiServer, cluster: Cluster, namespace: str, partition: str, scheduler: str, reserved: str) -> None:
+    node = f"n-{partition}"
+    cluster.node(node, partition)
+    pod = cluster.pod(namespace, "again", partition, scheduler=scheduler)
+    with binder(apiserver, scheduler, reserved, namespace):
+        old = bind_request(cluster, namespace, pod, "gone-node", name="again-1", backoff_limit=1)
+        assert "does not exist" in wait_settled(cluster, namespace, old)["status"]["reason"]
+        new = bind_request(cluster, namespace, pod, node, name="again-2", backoff_limit=1)
+        assert wait_settled(cluster, namespace, new)["status"]["phase"] == "Succeeded"
+    assert pod_of(cluster, namespace, "again")["spec"]["nodeName"] == node
+    assert request_of(cluster, namespace, old)["status"]["phase"] == "Failed"
