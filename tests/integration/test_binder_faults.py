@@ -24,6 +24,7 @@ import pytest
 
 from kaipolicy import metrics
 from kaipolicy.binder.settings import ReservationSettings
+from kaipolicy.cache.lease import LeaseTimings
 from tests.integration.apiserver import ApiServer
 from tests.integration.binder_env import (
     BinderInThread,
@@ -64,7 +65,8 @@ def test_under_faults_no_pod_is_bound_twice_no_request_is_lost_and_no_reservatio
     plan = _plan(random.Random(proxy.seed), nodes)
     before = _attempts()
     started = time.monotonic()
-    settings = quick_settings(scheduler, reserved, namespace, workers=6, resync=5.0,
+    # the lease at its real timings: renewals go through the faults too, and one replica needs no quick takeover
+    settings = quick_settings(scheduler, reserved, namespace, workers=6, resync=5.0, lease=LeaseTimings(),
                               reservations=ReservationSettings(namespace=reserved, timeout=10.0))
     with FakeKubelet(cluster, reserved), \
             BinderInThread(proxy.kubeconfig(apiserver.kubeconfig, tmp_path / "kubeconfig"), settings,
@@ -73,7 +75,8 @@ def test_under_faults_no_pod_is_bound_twice_no_request_is_lost_and_no_reservatio
             pod = cluster.pod(namespace, name, partition, scheduler=scheduler, cpu="10m", memory="10Mi",
                               **({"annotations": {"gpu-fraction": "0.5"}} if groups else {"gpus": 1}))
             bind_request(cluster, namespace, pod, node, groups=groups, backoff_limit=5)
-        final = wait_for("every BindRequest to settle", lambda: _all_settled(cluster, namespace, plan), 240)
+        final = wait_for("every BindRequest to settle", lambda: _all_settled(cluster, namespace, plan),
+                         60 + REQUESTS)
         took = time.monotonic() - started
         proxy.quiet()
         # A write the API server was slow to apply may land late; the binder mends what it undoes.
