@@ -10,8 +10,12 @@
     │   ├── ObjectError                         a cluster object: kind/namespace/name + what is wrong
     │   └── ConfigError                         scheduler configuration (tiers, arguments)
     ├── StatementError             (RuntimeError) an operation the session state forbids
-    └── ClusterError               (RuntimeError) the cluster API failed (wraps the cause)
-        └── WatchExpired                          a watch's resourceVersion is gone (410): list again
+    ├── ClusterError               (RuntimeError) the cluster API failed (wraps the cause)
+    │   └── WatchExpired                          a watch's resourceVersion is gone (410): list again
+    └── BindError                  (RuntimeError) a BindRequest could not be carried out (this attempt)
+        ├── BindInterrupted                       the binder is stopping: undone, not counted
+        └── BindUncertain                         the binding was sent but its answer is lost:
+                                                  nothing is undone until the pod is read again
 
 Messages name the file and the place (key path or line:column) or the object
 (kind/namespace/name); the CLI prints them without a traceback.
@@ -104,3 +108,21 @@ class ClusterError(KaipolicyError, RuntimeError):
 
 class WatchExpired(ClusterError):
     """The resourceVersion a list or watch resumed from is no longer kept: list afresh."""
+
+
+class BindError(KaipolicyError, RuntimeError):
+    """One attempt at a BindRequest failed; the message is what its status `reason` says. `final`
+    when no retry can help (the pod or the node is gone, the pod is bound elsewhere)."""
+
+    def __init__(self, message: str, final: bool = False) -> None:
+        self.final = final
+        super().__init__(message)
+
+
+class BindInterrupted(BindError):
+    """The binder stopped during the attempt: what it changed is undone and the attempt not counted."""
+
+
+class BindUncertain(BindError):
+    """The binding may have happened (its answer was lost and the pod could not be read since):
+    nothing may be undone; the request is looked at again shortly."""

@@ -100,3 +100,24 @@ EVENTS_SUPPRESSED = Counter("kaipolicy_events_suppressed",
                             "Events not sent: the same message on the same object within the window, or a full "
                             "queue", ["why"], registry=REGISTRY)
 LEADER = Gauge("kaipolicy_leader", "1 while this replica holds the leader Lease and schedules", registry=REGISTRY)
+
+# ---- the binder (`kaipolicy binder`) --------------------------------------------------------------
+BIND_ATTEMPTS = Counter(
+    "kaipolicy_binder_bind_attempts",
+    "BindRequest attempts by result: succeeded, already_bound, retrying (failed, will retry), failed "
+    "(failed for good), interrupted (binder stopping), uncertain (answer lost, looked at again).",
+    ["result"], registry=REGISTRY)
+BIND_LATENCY = Histogram(
+    "kaipolicy_binder_bind_latency_seconds",
+    "Duration of one BindRequest attempt, from picking it up to the pod bound or the attempt failed "
+    "(a GPU-sharing reservation's wait included).",
+    ["result"], buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60),
+    registry=REGISTRY)
+RESERVATIONS = Counter(
+    "kaipolicy_binder_reservations",
+    "GPU-sharing reservation pods created and deleted by the binder.", ["action"], registry=REGISTRY)
+BIND_QUEUE = Gauge(
+    "kaipolicy_binder_queue_depth", "Pods waiting for a binder worker (retries in backoff not counted).",
+    registry=REGISTRY)
+BINDER_LEADER = Gauge(
+    "kaipolicy_binder_leader", "1 while this binder process holds the leader Lease and binds.", registry=REGISTRY)

@@ -138,6 +138,10 @@ class Informer:
             return
         for event in stream:
             events += 1
+            if events == 1:
+                # the server answers again: a stream that breaks later starts its backoff afresh
+                # (otherwise flaky connections would stretch the pauses to the limit one by one)
+                self.backoff.reset()
             self._apply(event.type, event.object)
         self._stream = None
         if events == 0 and time.monotonic() - started < 1.0 and not self._stop.is_set():

@@ -136,7 +136,8 @@ class WatchStream:
 class KubeApi:
     """Calls to one API server with the credentials of a kubeconfig or of the pod it runs in."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None, *,
+                 request_timeout: tuple[float, float] = REQUEST_TIMEOUT, pool_size: int | None = None) -> None:
         configuration = client.Configuration()
         try:
             if kubeconfig:
@@ -152,6 +153,9 @@ class KubeApi:
         # call that cannot be interrupted: an overloaded or starting server is the caller's to
         # wait for (informers back off, and stop at once).
         configuration.retries = urllib3.Retry(total=3, backoff_factor=0.1, respect_retry_after_header=False)
+        if pool_size:   # one connection per concurrent caller (the client's default is 5 per CPU)
+            configuration.connection_pool_maxsize = pool_size
+        self.request_timeout = request_timeout
         self._client = client.ApiClient(configuration)
         self.host = configuration.host
 
@@ -185,7 +189,7 @@ class KubeApi:
             ("watch", "true"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(timeout_seconds))]
         response = self._call("GET", kind.path(namespace), object_name(kind, namespace, None), "watch",
-                              query=query, timeout=(REQUEST_TIMEOUT[0], timeout_seconds + 30.0))
+                              query=query, timeout=(self.request_timeout[0], timeout_seconds + 30.0))
         return WatchStream(response.response, object_name(kind, namespace, None))
 
     # ---- writes -----------------------------------------------------------------------------
@@ -251,7 +255,7 @@ class KubeApi:
                  "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         return self.create(EVENT, event, namespace)
 
-    # ---- what a committing scheduler needs (issue 6, phase 2) -------------------------------
+    # ---- what a committing scheduler and the binder need -------------------------------------
     def patch_strategic(self, kind: Kind, name: str, patch: Obj, namespace: str | None = None,
                         status: bool = False) -> Obj:
         """A strategic merge patch (built-in kinds only): lists such as a pod's conditions merge
@@ -286,14 +290,14 @@ class KubeApi:
 
     def _call(self, method: str, path: str, what: str, verb: str, *, query: builtins.list[tuple[str, str]] | None = None,
               body: Obj | None = None, content_type: str = "application/json",
-              timeout: tuple[float, float] = REQUEST_TIMEOUT) -> Any:
+              timeout: tuple[float, float] | None = None) -> Any:
         """One request; `what` names the object in errors ("Pod/team-a/p")."""
         try:
             request = self._client.param_serialize(
                 method, path, query_params=query or [],
                 header_params={"Accept": "application/json", "Content-Type": content_type},
                 body=body, auth_settings=["BearerToken"])
-            response = self._client.call_api(*request, _request_timeout=timeout)
+            response = self._client.call_api(*request, _request_timeout=timeout or self.request_timeout)
         except ApiException as e:
             raise ClusterError(f"{verb} {what}: {e.reason or e}", e.status or None) from e
         except (urllib3.exceptions.HTTPError, OSError) as e:

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from kaipolicy.cli import diff, explain, lint, run, simulate, snapshot, test
+from kaipolicy.cli import binder, diff, explain, lint, run, simulate, snapshot, test
 from kaipolicy.cli.text import internal_error, printable_lines, tolerant_streams
 from kaipolicy.errors import KaipolicyError
 
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.register(sub)
     snapshot.register(sub)
     run.register(sub)
+    binder.register(sub)
     return ap
 
 

@@ -58,6 +58,20 @@ def partition() -> str:
 
 
 @pytest.fixture
+def scheduler() -> str:
+    """A schedulerName of this test's own: a binder started for it leaves other tests' pods alone."""
+    return f"kai-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def reserved(cluster: Cluster) -> str:
+    """A namespace of this test's own for the binder's GPU-sharing reservation pods."""
+    name = f"rr-{secrets.token_hex(4)}"
+    cluster.core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+@pytest.fixture
 def api(apiserver: ApiServer) -> Iterator[KubeApi]:
     api = KubeApi(str(apiserver.kubeconfig))
     yield api
@@ -72,3 +86,4 @@ def source(cluster: Cluster, api: KubeApi, partition: str) -> Iterator[K8sSource
     src.start(timeout=30)
     yield src
     src.stop()
+

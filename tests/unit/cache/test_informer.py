@@ -134,3 +134,23 @@ def test_managed_fields_are_not_kept() -> None:
     finally:
         informer.stop()
     assert all("managedFields" not in (informer.get(k) or {})["metadata"] for k in ("ns/a", "ns/b"))
+
+
+def test_a_watch_that_delivered_events_before_breaking_is_reopened_after_the_first_pause_again() -> None:
+    broken = ClusterError("watch Pod: the stream broke")
+    # two failures in a row double the pause; a healthy stream that breaks later starts over
+    api = FakeApi([([], "10")], [[broken], [broken], [WatchEvent("ADDED", obj("a", "11")), broken]])
+    pauses: list[float] = []
+
+    class Recorded(Backoff):
+        def next(self) -> float:
+            pauses.append(super().next())
+            return pauses[-1]
+
+    informer = Informer(api, kubeapi.POD, lambda key: None, backoff=Recorded(0.01, 10.0))  # type: ignore[arg-type]
+    informer.start()
+    try:
+        wait_for("the fourth watch", lambda: len([c for c in api.calls if c[0] == "watch"]) >= 4, 5)
+    finally:
+        informer.stop()
+    assert pauses == [0.01, 0.02, 0.01]
