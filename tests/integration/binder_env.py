@@ -12,7 +12,6 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
@@ -24,7 +23,7 @@ from kaipolicy.binder.reconciler import Reconciler
 from kaipolicy.binder.settings import DEVICE_ANNOTATION, BinderSettings, ReservationSettings
 from kaipolicy.cache.informer import Backoff
 from kaipolicy.cache.kubeapi import KubeApi
-from kaipolicy.cache.lease import LeaseTimings
+from kaipolicy.daemon.leader import LeaseTimings
 from tests.integration.cluster import ROOT, Cluster
 from tests.polling import wait_for
 
@@ -99,12 +98,11 @@ class BinderInThread:
         self.code: int | None = None
         self._thread = threading.Thread(target=self._run, name="binder-under-test", daemon=True)
 
-    def _serve(self, reconciler: Reconciler) -> Callable[[], None]:
+    def _started(self, reconciler: Reconciler) -> None:
         self.reconciler = reconciler
-        return lambda: None
 
     def _run(self) -> None:
-        self.code = run_binder(self.api, self.settings, self.stop, self._serve,
+        self.code = run_binder(self.api, self.settings, self.stop, started=self._started,
                                backoff=lambda: Backoff(0.1, 1.0), sync_timeout=60)
 
     def __enter__(self) -> Self:
@@ -188,13 +186,13 @@ class BinderProcess:
         return next((line for line in list(self.lines) if text in line.get("message", "")), None)
 
     @property
-    def port(self) -> int:
-        line = wait_for("the metrics port in the log", lambda: self.logged("serving /metrics on port"), 30)
-        return int(line["message"].rsplit(" ", 1)[1])
+    def address(self) -> str:
+        line = wait_for("the metrics address in the log", lambda: self.logged("serving /metrics"), 30)
+        return str(line["metricsAddress"])
 
     def get(self, path: str) -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
+            with urllib.request.urlopen(f"http://{self.address}{path}", timeout=5) as response:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
