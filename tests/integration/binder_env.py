@@ -120,10 +120,11 @@ class BinderInThread:
 
 class FakeKubelet:
     """Plays each reservation pod of `namespace`: writes a device UUID into it once it exists,
-    except for the groups held back (`hold`) until released."""
+    except for the groups held back (`hold`) until released. With `runs`, it also starts the pods
+    of that namespace that are bound to a node (phase Running), as their kubelet would."""
 
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
-        self.cluster, self.namespace = cluster, namespace
+    def __init__(self, cluster: Cluster, namespace: str, runs: str | None = None) -> None:
+        self.cluster, self.namespace, self.runs = cluster, namespace, runs
         self.held: set[str] = set()
         self.reported: dict[str, str] = {}      # pod name -> device
         self._stop = threading.Event()
@@ -155,8 +156,16 @@ class FakeKubelet:
                     self.cluster.core.patch_namespaced_pod(
                         meta["name"], self.namespace, {"metadata": {"annotations": {DEVICE_ANNOTATION: device}}})
                     self.reported[meta["name"]] = device
+                if self.runs:
+                    self._start_bound_pods(self.runs)
             except ApiException:
                 pass   # a pod deleted meanwhile: the next round sees the truth
+
+    def _start_bound_pods(self, namespace: str) -> None:
+        pods = self.cluster.api.sanitize_for_serialization(self.cluster.core.list_namespaced_pod(namespace))
+        for pod in pods.get("items") or []:
+            if (pod.get("spec") or {}).get("nodeName") and (pod.get("status") or {}).get("phase") == "Pending":
+                self.cluster.set_phase(namespace, pod["metadata"]["name"], "Running")
 
 
 class BinderProcess:
@@ -196,6 +205,11 @@ class BinderProcess:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            text = "\n".join(json.dumps(line) for line in self.lines[-40:])
+            raise AssertionError(f"kaipolicy binder exited with {self.proc.returncode}:\n{text}")
 
     def terminate(self, seconds: float = 30) -> int:
         self.proc.send_signal(signal.SIGTERM)

@@ -57,7 +57,7 @@ class Scheduler:
     def address(self) -> str:
         if self._address is None:
             def find() -> str | None:
-                self._check_alive()
+                self.check_alive()
                 return next((e["metricsAddress"] for e in self.lines() if "metricsAddress" in e), None)
             self._address = wait_for("the scheduler's metrics address", find, 30)
         return self._address
@@ -99,7 +99,7 @@ class Scheduler:
                 raise AssertionError(f"kaipolicy run did not stop within {timeout}s of {sig!r}") from None
         return int(self.proc.returncode)
 
-    def _check_alive(self) -> None:
+    def check_alive(self) -> None:
         if self.proc.poll() is not None:
             raise AssertionError(f"kaipolicy run exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
 
