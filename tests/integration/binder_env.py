@@ -111,11 +111,16 @@ class BinderInThread:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        assert self.ended(60) == 0, f"the binder exited {self.code}"
+
+    def ended(self, seconds: float) -> int | None:
+        """Stop it (if it has not stopped on its own) and return its exit code."""
+        self._thread.join(seconds)
         self.stop.set()
         self._thread.join(60)
         self.api.close()
         assert not self._thread.is_alive(), "the binder did not stop within 60s"
-        assert self.code == 0, f"the binder exited {self.code}"
+        return self.code
 
 
 class FakeKubelet:
