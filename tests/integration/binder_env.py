@@ -9,8 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +23,7 @@ from kaipolicy.cache.informer import Backoff
 from kaipolicy.cache.kubeapi import KubeApi
 from kaipolicy.daemon.leader import LeaseTimings
 from tests.integration.cluster import ROOT, Cluster
+from tests.integration.scheduler import http_get
 from tests.polling import wait_for
 
 GROUP = "scheduling.run.ai"
@@ -205,11 +204,7 @@ class BinderProcess:
         return str(line["metricsAddress"])
 
     def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://{self.address}{path}", timeout=5) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        return http_get(self.address, path)
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:

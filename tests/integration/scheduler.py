@@ -63,11 +63,7 @@ class Scheduler:
         return self._address
 
     def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://{self.address}{path}", timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        return http_get(self.address, path)
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """Every sample, by (name, sorted labels), parsed by prometheus_client's text parser."""
@@ -102,6 +98,15 @@ class Scheduler:
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
             raise AssertionError(f"kaipolicy run exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
+
+
+def http_get(address: str, path: str) -> tuple[int, str]:
+    """GET http://address/path from a process's endpoints: (status, body), errors included."""
+    try:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 # ---- BindRequests, and the binder's part ---------------------------------------------------------
