@@ -110,10 +110,10 @@ class BinderInThread:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self.ended(60) == 0, f"the binder exited {self.code}"
+        assert self.ended(0) == 0, f"the binder exited {self.code}"
 
     def ended(self, seconds: float) -> int | None:
-        """Stop it (if it has not stopped on its own) and return its exit code."""
+        """Give it `seconds` to stop on its own, then stop it; its exit code."""
         self._thread.join(seconds)
         self.stop.set()
         self._thread.join(60)
