@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kaipolicy.cache.lease import LeaseTimings
+from kaipolicy.daemon.leader import LeaseTimings
 
 GPU_GROUP_LABEL = "runai-gpu-group"                   # a pod's shared GPU group (one device)
 MULTI_GROUP_PREFIX = GPU_GROUP_LABEL + "/"            # one label per group for a multi-device share
@@ -36,9 +36,10 @@ class BinderSettings:
     resync: float = 60.0             # seconds between sweeps for unused reservations
     reservations: ReservationSettings = field(default_factory=ReservationSettings)
     leader_election: bool = True
-    lease_namespace: str = "default"
+    lease_namespace: str = "kai-scheduler"
     lease_name: str = "kaipolicy-binder"
     lease: LeaseTimings = field(default_factory=LeaseTimings)
+    metrics_address: str = ""        # where /metrics, /healthz and /readyz are served ('': not served)
 
     def retry_delay(self, failed_attempts: int) -> float:
         """Seconds before the next attempt after `failed_attempts` failures (1, 2, 4... times the base)."""

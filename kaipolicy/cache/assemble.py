@@ -239,14 +239,20 @@ class _JobBuilder:
         """The reference's task status; None leaves the pod out: it holds a node this snapshot
         lacks (another partition's), or it is being deleted before it ever had one."""
         groups = tuple(p.task.get("gpuGroups") or ())
+        br = self.bind.get((p.meta.namespace, p.meta.name))
+        # a request owned by an earlier pod of the same name (a StatefulSet's, recreated) is not this pod's
+        if br is not None and br.pod_uid not in ("", p.meta.uid):
+            br = None
         if p.phase in ("Succeeded", "Failed"):
             return p.phase, "", groups
         if p.deleting or p.node:
             state = "Releasing" if p.deleting else ("Running" if p.phase == "Running" else "Bound")
+            # the groups its request bound it into, as the reference reads them (labels are the binder's
+            # to write, one way or another), else the labels
+            if br is not None and br.node == p.node and br.gpu_groups:
+                groups = br.gpu_groups
             return (state if p.node in self.nodes else None), p.node, groups
-        br = self.bind.get((p.meta.namespace, p.meta.name))
-        # a request owned by an earlier pod of the same name (a StatefulSet's, recreated) is not this pod's
-        if br is not None and br.pod_uid in ("", p.meta.uid):
+        if br is not None:
             return "Binding", br.node, br.gpu_groups or groups
         return ("Gated" if p.gated else "Pending"), "", groups
 

@@ -141,10 +141,11 @@ def _shared_gpu(m: Meta, annotations: dict[str, str]) -> dict[str, Any]:
 
 
 def _gpu_groups(labels: dict[str, str]) -> list[str]:
-    if GPU_GROUP_LABEL not in labels:
-        return []
-    extra = sorted((k, v) for k, v in labels.items() if k.startswith(GPU_GROUP_LABEL + "/"))
-    return [labels[GPU_GROUP_LABEL]] + [v for _, v in extra]
+    """`runai-gpu-group`, then the `runai-gpu-group/<g>` labels. KAI's binder gives a share of
+    several devices only the latter; KAI's scheduler then reads no group at all from the labels
+    (it has the pod's BindRequest), which here would let the devices look free."""
+    extra = [v for _, v in sorted((k, v) for k, v in labels.items() if k.startswith(GPU_GROUP_LABEL + "/"))]
+    return ([labels[GPU_GROUP_LABEL]] if GPU_GROUP_LABEL in labels else []) + extra
 
 
 # ---- where a pod may go -----------------------------------------------------------------------

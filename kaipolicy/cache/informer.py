@@ -1,6 +1,8 @@
 """List and watch one kind of object into a local store, on a thread of its own, for as long as
 it runs: a broken watch resumes from the last resourceVersion seen, a 410 Gone lists afresh
 (objects deleted meanwhile are dropped), and an unreachable API server is retried with backoff.
+Nothing ends the thread but `stop()`: an unexpected error is logged and retried like an API error,
+one in a change callback is logged and the next change is told all the same.
 
 The kubernetes client's own SharedInformer was considered: it builds typed models for every
 object, retries a broken connection at once in a tight loop, and cannot say when it has synced.
@@ -107,11 +109,23 @@ class Informer:
             except ClusterError as e:
                 if self._stop.is_set():
                     return  # stop() broke the stream on purpose
-                self.last_error = e
-                self.errors += 1
-                delay = self.backoff.next()
-                log.warning("%s: %s; retrying in %.1fs", self.kind.kind, e, delay)
-                self._stop.wait(delay)
+                self._failed(e)
+            except Exception as e:
+                if self._stop.is_set():
+                    return  # whatever a stream cut on purpose met on its way out
+                # a bug, or a client library failing in a way it does not document: the informer must
+                # outlive it (a dead one would freeze the scheduler's view), so it lists afresh
+                log.exception("%s: unexpected error; listing again", self.kind.kind)
+                self._version = ""
+                self._failed(ClusterError(f"{self.kind.kind}: unexpected {type(e).__name__}: {e}"))
+
+    def _failed(self, e: ClusterError) -> None:
+        """Count the failure and wait (doubling pauses) before the next try."""
+        self.last_error = e
+        self.errors += 1
+        delay = self.backoff.next()
+        log.warning("%s: %s; retrying in %.1fs", self.kind.kind, e, delay)
+        self._stop.wait(delay)
 
     def _list(self) -> None:
         items, version = self.api.list(self.kind, self.namespace, field_selector=self.field_selector)
@@ -124,7 +138,7 @@ class Informer:
         changed = [k for k in old.keys() - fresh.keys()]
         changed += [k for k, o in fresh.items() if _version(old.get(k)) != _version(o)]
         for key in sorted(changed):
-            self.on_change(key)
+            self._notify(key)
         self.synced.set()
 
     def _watch(self) -> None:
@@ -162,7 +176,14 @@ class Informer:
             else:
                 self._objects[key] = _slim(obj)
         self._version = version or self._version
-        self.on_change(key)
+        self._notify(key)
+
+    def _notify(self, key: str) -> None:
+        """Tell the change; a callback that fails is logged, and the informer goes on."""
+        try:
+            self.on_change(key)
+        except Exception:
+            log.exception("%s: the change of %s could not be handled", self.kind.kind, key)
 
 
 def _slim(obj: Obj) -> Obj:

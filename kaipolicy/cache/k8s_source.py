@@ -198,6 +198,8 @@ class K8sSource:
                 self.api.create_event(kind, obj, "NotSchedulable", f"kaipolicy cannot use this object: {message}")
             except ClusterError as e:
                 log.warning("could not record an Event: %s", e)
+            except Exception:    # the thread outlives a bug: later Events still go
+                log.exception("could not record an Event")
 
 
 def _in_scope(kind: str, obj: Obj, scope: Scope) -> bool:

@@ -88,7 +88,11 @@ class WatchEvent:
 
 
 class WatchStream:
-    """The events of one watch request; `close()` (from any thread) ends the iteration."""
+    """The events of one watch request; `close()` (from any thread) ends the iteration.
+
+    Only the iterating thread closes the connection and gives it back to the pool: a connection
+    taken away from under a read (closed by a full pool, or handed to another request) made the
+    read fail with whatever urllib3 happened to be doing, an AttributeError among them."""
 
     def __init__(self, response: Any, what: str) -> None:
         self._response = response
@@ -104,11 +108,18 @@ class WatchStream:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield self._event(json.loads(line))
+        except ClusterError:
+            raise
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
-            if not self._closed:  # a stream closed on purpose just ends
+            if not self._closed:
                 raise ClusterError(f"watch {self._what}: the stream broke: {e}") from e
+        except Exception:
+            if not self._closed:
+                raise
+            # closed on purpose in the middle of a read: whatever the read met, the stream just ends
         finally:
-            self.close()
+            self._closed = True
+            self._release()
 
     def _event(self, doc: Obj) -> WatchEvent:
         if doc.get("type") == "ERROR":
@@ -121,15 +132,23 @@ class WatchStream:
         return WatchEvent(str(doc.get("type")), doc.get("object") or {})
 
     def close(self) -> None:
+        """Interrupt the stream: a read blocked in the iterating thread returns, and the iteration ends."""
         self._closed = True
         try:
-            # shutdown() (urllib3 >= 2.3) interrupts a read blocked in another thread; close() may not
+            # shutdown() (urllib3 >= 2.3) wakes a read blocked in another thread and leaves the
+            # connection to it
             self._response.shutdown()
-        except (AttributeError, ValueError, RuntimeError, OSError):
-            pass  # too old a urllib3, or the connection is already closed or released
+        except (ValueError, RuntimeError, OSError):
+            pass  # not connected any more: nothing is blocked on it
+        except AttributeError:
+            self._release()   # too old a urllib3: closing is all there is
+
+    def _release(self) -> None:
+        """Close the connection (a watch cut short cannot be reused) and give its slot back to the pool."""
         try:
+            self._response.close()
             self._response.release_conn()
-        except (urllib3.exceptions.HTTPError, OSError):
+        except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError):
             pass
 
 

@@ -105,6 +105,9 @@ class Outbox:
                 self._busy = True
             try:
                 self._send(verb, kind, fn)
+            except Exception:    # a bug in one write must not end the thread: later writes still go
+                metrics.API_ERRORS.labels(verb=verb, kind=kind).inc()
+                log.exception("could not %s %s", verb, kind)
             finally:
                 with self._lock:
                     self._busy = False

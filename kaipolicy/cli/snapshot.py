@@ -14,15 +14,8 @@ from typing import Any
 
 import yaml
 
+from kaipolicy.cli.flags import cluster_arguments, positive, seconds
 from kaipolicy.errors import InputError
-
-
-def cluster_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags of every command that talks to a cluster."""
-    p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster credentials, then ~/.kube/config")
-    p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current one)")
-    p.add_argument("--scheduler-name", default="kai-scheduler", metavar="NAME",
-                   help="pods' schedulerName to schedule (default %(default)s)")
 
 
 def register(sub: Any) -> None:
@@ -31,7 +24,8 @@ def register(sub: Any) -> None:
     p.add_argument("--shard", metavar="NAME", help="SchedulingShard whose partition and configuration to take "
                    "(default: none: the objects without a node-pool label, default configuration)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the first list of each kind")
+    p.add_argument("--timeout", type=positive(seconds), default=60.0, metavar="DURATION",
+                   help="how long to wait for the first list of each kind (default %(default)s)")
     p.set_defaults(run=run)
 
 

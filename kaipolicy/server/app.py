@@ -7,24 +7,22 @@ Events and status writes get two seconds, the Lease is released.
 from __future__ import annotations
 
 import logging
-import signal
-import socket
 import threading
-import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
+from kaipolicy import metrics
 from kaipolicy.cache import kubeapi
 from kaipolicy.cache.k8s_source import K8sSource
 from kaipolicy.cache.kubeapi import KubeApi
 from kaipolicy.cache.outbox import Outbox
+from kaipolicy.daemon import logs
+from kaipolicy.daemon.endpoints import Endpoints
+from kaipolicy.daemon.leader import LeaderElector, default_identity, lease_name
+from kaipolicy.daemon.signals import stopping_on_signals
 from kaipolicy.errors import InputError, ObjectError
-from kaipolicy.server import logs
 from kaipolicy.server.commit import Committer
-from kaipolicy.server.endpoints import Endpoints
-from kaipolicy.server.leader import LeaderElector, lease_name
 from kaipolicy.server.loop import Loop
 from kaipolicy.server.reload import Reloader, Report
 from kaipolicy.server.settings import Settings
@@ -55,14 +53,13 @@ def run(settings: Settings) -> int:
     logs.configure(settings.log_format)
     stopping = threading.Event()
     readiness = Readiness()
-    with ExitStack() as stack, _signals(stopping):
+    with ExitStack() as stack, stopping_on_signals(stopping, "finishing the write in progress, then stopping"):
         default = load(list(settings.policies) or None)
         bundled = ", ".join(settings.policies) if settings.policies else f"bundled rules ({default_policies()})"
-        endpoints = Endpoints(settings.metrics_address, readiness)
-        endpoints.start()
-        stack.callback(endpoints.stop)
-        log.info("serving /metrics, /healthz and /readyz on %s", endpoints.address,
-                 extra={"metricsAddress": endpoints.address})
+        if settings.metrics_address:
+            endpoints = Endpoints(settings.metrics_address, readiness)
+            endpoints.start()
+            stack.callback(endpoints.stop)
         api = KubeApi(settings.kubeconfig, settings.context)
         stack.callback(api.close)
         source = K8sSource(api, settings.scheduler_name, settings.shard)
@@ -75,11 +72,11 @@ def run(settings: Settings) -> int:
         stack.callback(outbox.stop)
         reloader = Reloader(default, bundled, _reporter(source, outbox, settings))
         readiness.reloader, readiness.problem = reloader, None
-        identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:12]}"
+        identity = default_identity()
         elector = None
         if settings.leader_elect:
             elector = LeaderElector(api, settings.namespace, lease_name(settings.scheduler_name, partition), identity,
-                                    settings.lease)
+                                    settings.lease, gauge=metrics.LEADER)
             elector.start()
             readiness.elector = elector
             stack.callback(elector.stop)     # runs first: the Lease is released before the rest stops
@@ -132,18 +129,3 @@ def _audit_file(stack: ExitStack, path: str | None) -> IO[str] | None:
         return stack.enter_context(Path(path).open("a", encoding="utf-8"))
     except OSError as e:
         raise InputError(f"--audit {path}: cannot open it for appending: {e.strerror or e}") from e
-
-
-@contextmanager
-def _signals(stopping: threading.Event) -> Iterator[None]:
-    """SIGTERM and SIGINT stop the loop after the gang being written (a second one as well)."""
-    def stop(signum: int, _frame: object) -> None:
-        log.info("received %s: finishing the write in progress, then stopping", signal.Signals(signum).name)
-        stopping.set()
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-

@@ -20,13 +20,13 @@ from kaipolicy import metrics
 from kaipolicy.cache.k8s_source import K8sSource
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.cycle import CycleResult, paused_gc, run_cycle
+from kaipolicy.daemon.leader import LeaderElector
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, SchedulerConfig, config_from
 from kaipolicy.framework.session import Session
 from kaipolicy.server.commit import Committer, Summary
 from kaipolicy.server.decisions import decide
-from kaipolicy.server.leader import LeaderElector
 from kaipolicy.server.reload import Policy, Reloader
 
 log = logging.getLogger("kaipolicy.loop")

@@ -3,11 +3,10 @@ scheduler's where it has the same setting)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
+from kaipolicy.daemon.leader import LeaseTimings
 from kaipolicy.errors import ConfigError
-from kaipolicy.server.leader import Timing
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class Settings:
     policies: tuple[str, ...] = ()          # rule files or folders used when no shard names a bundle
     leader_elect: bool = True
     namespace: str = "kai-scheduler"        # where the leader-election Lease lives
-    lease: Timing = field(default_factory=Timing)
+    lease: LeaseTimings = field(default_factory=lambda: LeaseTimings(retry_period=5.0))   # the reference's
     bind_backoff_limit: int = 3
     event_window: float = 300.0
     sync_timeout: float = 60.0              # for the informers' first lists
@@ -32,10 +31,6 @@ class Settings:
     def __post_init__(self) -> None:
         checks = [
             (self.schedule_period > 0, "--schedule-period must be above 0 seconds"),
-            (self.lease.lease >= 1 and self.lease.lease == math.floor(self.lease.lease),
-             "--lease-duration must be a whole number of seconds, at least 1 (a Lease keeps whole seconds)"),
-            (0 < self.lease.retry < self.lease.renew_deadline < self.lease.lease,
-             "leader election needs 0 < --retry-period < --renew-deadline < --lease-duration"),
             (self.bind_backoff_limit >= 0, "--bind-backoff-limit cannot be negative"),
             (self.event_window >= 0, "--event-window cannot be negative"),
             (self.sync_timeout > 0 and self.catch_up_timeout > 0, "timeouts must be above 0 seconds"),

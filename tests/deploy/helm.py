@@ -47,3 +47,9 @@ def render(namespace: str = "kaipolicy-system", release: str = "kaipolicy", *set
 def only(docs: list[dict[str, Any]], kind: str, name_ends: str = "") -> dict[str, Any]:
     (found,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(name_ends)]
     return found
+
+
+def command_line(docs: list[dict[str, Any]], component: str) -> list[str]:
+    """The arguments the chart gives `component`'s container (scheduler, binder)."""
+    deployment = only(docs, "Deployment", f"-{component}")
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])

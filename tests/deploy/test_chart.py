@@ -1,16 +1,18 @@
 """The Helm chart (deploy/helm/kaipolicy), without a cluster: it carries the repository's CRDs and
 rule files unchanged, `helm lint --strict` is clean, it renders the default bundle as a ConfigMap
-the default shard names, and every flag it passes the binder is one `kaipolicy binder` takes.
+the default shard names, every flag it passes is one the process takes, and replicas of either
+process elect a leader on a Lease where their Role lets them keep one.
 (Applying it to a real apiserver and checking its RBAC: tests/integration/test_chart_apply.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
+import argparse
+from typing import Any
 
 import pytest
 
 from kaipolicy.cli.main import build_parser
-from tests.deploy.helm import CHART, ROOT, helm, only, render
+from tests.deploy.helm import CHART, ROOT, command_line, helm, only, render
 
 
 @pytest.mark.parametrize("source, copy", [("crds", "crds"), ("policies", "files/policies")])
@@ -41,19 +43,38 @@ def test_extra_rule_files_add_to_or_replace_the_bundled_ones() -> None:
     assert len(data) == len(list((ROOT / "policies").glob("*.yaml"))) + 1
 
 
+def args_of(docs: list[dict[str, Any]], component: str) -> argparse.Namespace:
+    """The command line the chart gives a component, parsed by kaipolicy's own parser (an unknown
+    flag or a bad value exits here)."""
+    return build_parser().parse_args(command_line(docs, component))
+
+
 def test_every_flag_the_chart_passes_the_binder_is_one_kaipolicy_binder_takes() -> None:
-    binder = only(render(), "Deployment", "-binder")["spec"]["template"]["spec"]["containers"][0]
-    args = build_parser().parse_args(binder["args"])    # an unknown flag exits here
-    assert (args.scheduler_name, args.workers, args.reservation_namespace) == ("kai-scheduler", 10,
-                                                                              "kai-resource-reservation")
+    args = args_of(render(), "binder")
+    assert (args.command, args.scheduler_name, args.workers, args.reservation_namespace) == (
+        "binder", "kai-scheduler", 10, "kai-resource-reservation")
 
 
 def test_the_scheduler_is_started_with_the_flags_kaipolicy_run_takes() -> None:
-    if importlib.util.find_spec("kaipolicy.cli.run") is None:
-        pytest.skip("`kaipolicy run` is not in this build yet (issue 6 phase 2, branch server)")
-    scheduler = only(render(), "Deployment", "-scheduler")["spec"]["template"]["spec"]["containers"][0]
-    args = build_parser().parse_args(scheduler["args"])
-    assert (args.scheduler_name, args.shard) == ("kai-scheduler", "default")
+    args = args_of(render(), "scheduler")
+    assert (args.command, args.scheduler_name, args.shard, args.metrics_address, args.schedule_period) == (
+        "run", "kai-scheduler", "default", ":8080", 1.0)
+
+
+def test_a_schedule_period_written_as_the_reference_writes_it_is_taken() -> None:
+    assert args_of(render("ops", "kaipolicy", "scheduler.schedulePeriod=500ms"), "scheduler").schedule_period == 0.5
+
+
+@pytest.mark.parametrize("component", ["scheduler", "binder"])
+def test_replicas_elect_a_leader_on_a_lease_their_role_lets_them_keep(component: str) -> None:
+    docs = render("ops", "kaipolicy", f"{component}.replicas=3")
+    assert only(docs, "Deployment", f"-{component}")["spec"]["replicas"] == 3
+    args = args_of(docs, component)
+    assert args.leader_elect and args.lease_namespace == "ops"
+    role = only(docs, "Role", f"-{component}")
+    assert role["metadata"]["namespace"] == "ops"
+    assert any("leases" in rule["resources"] and {"get", "create", "update"} <= set(rule["verbs"])
+               for rule in role["rules"])
 
 
 def test_both_containers_run_as_an_unprivileged_user_with_a_read_only_root() -> None:

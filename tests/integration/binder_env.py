@@ -9,10 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
@@ -24,8 +21,9 @@ from kaipolicy.binder.reconciler import Reconciler
 from kaipolicy.binder.settings import DEVICE_ANNOTATION, BinderSettings, ReservationSettings
 from kaipolicy.cache.informer import Backoff
 from kaipolicy.cache.kubeapi import KubeApi
-from kaipolicy.cache.lease import LeaseTimings
+from kaipolicy.daemon.leader import LeaseTimings
 from tests.integration.cluster import ROOT, Cluster
+from tests.integration.scheduler import http_get
 from tests.polling import wait_for
 
 GROUP = "scheduling.run.ai"
@@ -99,12 +97,11 @@ class BinderInThread:
         self.code: int | None = None
         self._thread = threading.Thread(target=self._run, name="binder-under-test", daemon=True)
 
-    def _serve(self, reconciler: Reconciler) -> Callable[[], None]:
+    def _started(self, reconciler: Reconciler) -> None:
         self.reconciler = reconciler
-        return lambda: None
 
     def _run(self) -> None:
-        self.code = run_binder(self.api, self.settings, self.stop, self._serve,
+        self.code = run_binder(self.api, self.settings, self.stop, started=self._started,
                                backoff=lambda: Backoff(0.1, 1.0), sync_timeout=60)
 
     def __enter__(self) -> Self:
@@ -113,19 +110,25 @@ class BinderInThread:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        assert self.ended(0) == 0, f"the binder exited {self.code}"
+
+    def ended(self, seconds: float) -> int | None:
+        """Give it `seconds` to stop on its own, then stop it; its exit code."""
+        self._thread.join(seconds)
         self.stop.set()
         self._thread.join(60)
         self.api.close()
         assert not self._thread.is_alive(), "the binder did not stop within 60s"
-        assert self.code == 0, f"the binder exited {self.code}"
+        return self.code
 
 
 class FakeKubelet:
     """Plays each reservation pod of `namespace`: writes a device UUID into it once it exists,
-    except for the groups held back (`hold`) until released."""
+    except for the groups held back (`hold`) until released. With `runs`, it also starts the pods
+    of that namespace that are bound to a node (phase Running), as their kubelet would."""
 
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
-        self.cluster, self.namespace = cluster, namespace
+    def __init__(self, cluster: Cluster, namespace: str, runs: str | None = None) -> None:
+        self.cluster, self.namespace, self.runs = cluster, namespace, runs
         self.held: set[str] = set()
         self.reported: dict[str, str] = {}      # pod name -> device
         self._stop = threading.Event()
@@ -157,8 +160,16 @@ class FakeKubelet:
                     self.cluster.core.patch_namespaced_pod(
                         meta["name"], self.namespace, {"metadata": {"annotations": {DEVICE_ANNOTATION: device}}})
                     self.reported[meta["name"]] = device
+                if self.runs:
+                    self._start_bound_pods(self.runs)
             except ApiException:
                 pass   # a pod deleted meanwhile: the next round sees the truth
+
+    def _start_bound_pods(self, namespace: str) -> None:
+        pods = self.cluster.api.sanitize_for_serialization(self.cluster.core.list_namespaced_pod(namespace))
+        for pod in pods.get("items") or []:
+            if (pod.get("spec") or {}).get("nodeName") and (pod.get("status") or {}).get("phase") == "Pending":
+                self.cluster.set_phase(namespace, pod["metadata"]["name"], "Running")
 
 
 class BinderProcess:
@@ -188,16 +199,17 @@ class BinderProcess:
         return next((line for line in list(self.lines) if text in line.get("message", "")), None)
 
     @property
-    def port(self) -> int:
-        line = wait_for("the metrics port in the log", lambda: self.logged("serving /metrics on port"), 30)
-        return int(line["message"].rsplit(" ", 1)[1])
+    def address(self) -> str:
+        line = wait_for("the metrics address in the log", lambda: self.logged("serving /metrics"), 30)
+        return str(line["metricsAddress"])
 
     def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        return http_get(self.address, path)
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            text = "\n".join(json.dumps(line) for line in self.lines[-40:])
+            raise AssertionError(f"kaipolicy binder exited with {self.proc.returncode}:\n{text}")
 
     def terminate(self, seconds: float = 30) -> int:
         self.proc.send_signal(signal.SIGTERM)

@@ -57,17 +57,13 @@ class Scheduler:
     def address(self) -> str:
         if self._address is None:
             def find() -> str | None:
-                self._check_alive()
+                self.check_alive()
                 return next((e["metricsAddress"] for e in self.lines() if "metricsAddress" in e), None)
             self._address = wait_for("the scheduler's metrics address", find, 30)
         return self._address
 
     def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://{self.address}{path}", timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        return http_get(self.address, path)
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """Every sample, by (name, sorted labels), parsed by prometheus_client's text parser."""
@@ -99,9 +95,18 @@ class Scheduler:
                 raise AssertionError(f"kaipolicy run did not stop within {timeout}s of {sig!r}") from None
         return int(self.proc.returncode)
 
-    def _check_alive(self) -> None:
+    def check_alive(self) -> None:
         if self.proc.poll() is not None:
             raise AssertionError(f"kaipolicy run exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
+
+
+def http_get(address: str, path: str) -> tuple[int, str]:
+    """GET http://address/path from a process's endpoints: (status, body), errors included."""
+    try:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 # ---- BindRequests, and the binder's part ---------------------------------------------------------

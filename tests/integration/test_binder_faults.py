@@ -24,7 +24,7 @@ import pytest
 
 from kaipolicy import metrics
 from kaipolicy.binder.settings import ReservationSettings
-from kaipolicy.cache.lease import LeaseTimings
+from kaipolicy.daemon.leader import LeaseTimings
 from tests.integration.apiserver import ApiServer
 from tests.integration.binder_env import (
     BinderInThread,

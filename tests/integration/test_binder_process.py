@@ -1,20 +1,27 @@
 """`kaipolicy binder` as real processes: one of two replicas leads and binds, `/metrics` and
 `/healthz` answer, SIGTERM ends the leader cleanly (exit 0, lease released) and the other takes
 over at once; SIGTERM in the middle of a GPU-sharing binding undoes it and leaves the request to
-the next leader, which finishes it."""
+the next leader, which finishes it; a binder whose Lease is taken stops at once, exit 3."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kaipolicy.binder.process import EXIT_LOST_LEASE
+from kaipolicy.cache import kubeapi
+from kaipolicy.cache.kubeapi import KubeApi
+from kaipolicy.errors import ClusterError
 from tests.integration.apiserver import ApiServer
 from tests.integration.binder_env import (
+    BinderInThread,
     BinderProcess,
     FakeKubelet,
     bind_request,
+    quick_settings,
     request_of,
     reservations,
     wait_settled,
@@ -91,3 +98,20 @@ def test_sigterm_in_the_middle_of_a_binding_undoes_it_and_the_next_leader_finish
         replicas.append(BinderProcess(apiserver.kubeconfig, scheduler, reserved, namespace))
         request = wait_settled(cluster, namespace, name)
     assert (request["status"]["phase"], request["status"].get("failedAttempts", 0)) == ("Succeeded", 0)
+
+
+def test_a_binder_whose_lease_is_taken_stops_binding_and_exits_3(
+        apiserver: ApiServer, api: KubeApi, namespace: str, names: tuple[str, str]) -> None:
+    settings = quick_settings(*names, namespace)
+    binder = BinderInThread(apiserver.kubeconfig, settings).__enter__()
+    lease = wait_for("the binder's Lease", lambda: _lease(api, namespace, settings.lease_name))
+    api.replace(kubeapi.LEASE, lease | {"spec": lease["spec"] | {"holderIdentity": "another-binder"}})
+    assert binder.ended(10) == EXIT_LOST_LEASE      # on its own, within 10 s: not stopped by the test
+    assert _lease(api, namespace, settings.lease_name)["spec"]["holderIdentity"] == "another-binder"
+
+
+def _lease(api: KubeApi, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return api.get(kubeapi.LEASE, name, namespace)
+    except ClusterError:
+        return None

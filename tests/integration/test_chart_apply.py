@@ -11,31 +11,20 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 
 from kaipolicy.cache.shard import shard as shard_view
 from kaipolicy.cli.main import main as kaipolicy
-from tests.deploy.helm import render
+from tests.integration.chart import install
 from tests.integration.cluster import Cluster
-
-DRY_RUN = {"CustomResourceDefinition", "PriorityClass"}
 
 
 @pytest.fixture
 def installed(cluster: Cluster, namespace: str) -> dict[str, Any]:
     """The chart applied into this test's namespace, with names of its own for cluster-wide objects."""
-    release, tag = f"kp{secrets.token_hex(3)}", secrets.token_hex(3)
-    docs = render(namespace, release, f"resourceReservation.namespace=rr-{tag}", f"defaultShard.name=shard-{tag}",
-                  f"defaultQueues.parentName=parent-{tag}", f"defaultQueues.childName=queue-{tag}", crds=True)
-    dynamic = DynamicClient(cluster.api)
-    order = {"CustomResourceDefinition": 0, "Namespace": 1}
-    for doc in sorted(docs, key=lambda d: order.get(d["kind"], 2)):
-        resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-        resource_args: dict[str, Any] = {"field_manager": "helm-test", "force_conflicts": True}
-        if doc["kind"] in DRY_RUN:
-            resource_args["dry_run"] = "All"
-        dynamic.server_side_apply(resource, body=doc, namespace=doc["metadata"].get("namespace"), **resource_args)
-    return {"release": release, "tag": tag, "docs": docs, "namespace": namespace}
+    tag = secrets.token_hex(3)
+    chart = install(cluster, namespace, f"resourceReservation.namespace=rr-{tag}", f"defaultShard.name=shard-{tag}",
+                    f"defaultQueues.parentName=parent-{tag}", f"defaultQueues.childName=queue-{tag}")
+    return {"release": chart.release, "tag": tag, "docs": chart.docs, "namespace": namespace}
 
 
 def test_every_rendered_object_applies_server_side(installed: dict[str, Any], cluster: Cluster) -> None:
@@ -69,22 +58,40 @@ def allowed(cluster: Cluster, user: str, verb: str, group: str, resource: str, n
 
 
 # (component, verb, group, resource, subresource, where, allowed): "here" is the release's
-# namespace, "reserved" the reservation namespace, "elsewhere" any other.
+# namespace, "reserved" the reservation namespace, "elsewhere" any other, "" cluster-scoped.
 PERMISSIONS = [
-    # the scheduler: what a cycle reads and commits, and never a binding or a queue write
+    # the scheduler: every call kaipolicy run makes (cache/k8s_source.py reads; server/commit.py,
+    # cache/bindrequests.py, cache/eviction.py, cache/outbox.py and daemon/leader.py write), and
+    # never a binding, a pod or a queue write
     ("scheduler", "list", "", "pods", "", "elsewhere", True),
+    ("scheduler", "watch", "", "pods", "", "elsewhere", True),
+    ("scheduler", "watch", "", "nodes", "", "", True),
+    ("scheduler", "watch", "scheduling.run.ai", "queues", "", "", True),
     ("scheduler", "watch", "scheduling.run.ai", "podgroups", "", "elsewhere", True),
+    ("scheduler", "watch", "scheduling.run.ai", "bindrequests", "", "elsewhere", True),
+    ("scheduler", "watch", "scheduling.k8s.io", "priorityclasses", "", "", True),
+    ("scheduler", "watch", "kai.scheduler", "topologies", "", "", True),
+    ("scheduler", "list", "kai.scheduler", "schedulingshards", "", "", True),
+    ("scheduler", "watch", "kai.scheduler", "schedulingshards", "", "", True),
+    ("scheduler", "get", "scheduling.run.ai", "bindrequests", "", "elsewhere", True),
     ("scheduler", "create", "scheduling.run.ai", "bindrequests", "", "elsewhere", True),
     ("scheduler", "delete", "scheduling.run.ai", "bindrequests", "", "elsewhere", True),
     ("scheduler", "create", "", "pods", "eviction", "elsewhere", True),
+    ("scheduler", "patch", "", "pods", "status", "elsewhere", True),
+    ("scheduler", "patch", "scheduling.run.ai", "podgroups", "", "elsewhere", True),
     ("scheduler", "patch", "scheduling.run.ai", "podgroups", "status", "elsewhere", True),
     ("scheduler", "create", "", "events", "", "elsewhere", True),
-    ("scheduler", "list", "kai.scheduler", "schedulingshards", "", "", True),
+    ("scheduler", "patch", "", "events", "", "elsewhere", True),
+    ("scheduler", "create", "", "events", "", "default", True),     # Events on cluster-scoped objects
+    ("scheduler", "list", "", "configmaps", "", "here", True),
     ("scheduler", "watch", "", "configmaps", "", "here", True),
+    ("scheduler", "get", "coordination.k8s.io", "leases", "", "here", True),
+    ("scheduler", "create", "coordination.k8s.io", "leases", "", "here", True),
     ("scheduler", "update", "coordination.k8s.io", "leases", "", "here", True),
     ("scheduler", "create", "", "pods", "binding", "elsewhere", False),
     ("scheduler", "patch", "scheduling.run.ai", "bindrequests", "status", "elsewhere", False),
     ("scheduler", "update", "scheduling.run.ai", "queues", "", "", False),
+    ("scheduler", "patch", "", "pods", "", "elsewhere", False),
     ("scheduler", "delete", "", "pods", "", "elsewhere", False),
     ("scheduler", "watch", "", "configmaps", "", "elsewhere", False),
     ("scheduler", "update", "coordination.k8s.io", "leases", "", "elsewhere", False),
@@ -97,7 +104,15 @@ PERMISSIONS = [
     ("binder", "get", "", "nodes", "", "", True),
     ("binder", "create", "", "pods", "", "reserved", True),
     ("binder", "delete", "", "pods", "", "reserved", True),
+    ("binder", "get", "", "pods", "", "elsewhere", True),
+    ("binder", "watch", "", "pods", "", "elsewhere", True),
+    ("binder", "watch", "", "pods", "", "reserved", True),
+    ("binder", "get", "scheduling.run.ai", "bindrequests", "", "elsewhere", True),
+    ("binder", "create", "", "events", "", "elsewhere", True),
+    ("binder", "get", "coordination.k8s.io", "leases", "", "here", True),
+    ("binder", "create", "coordination.k8s.io", "leases", "", "here", True),
     ("binder", "update", "coordination.k8s.io", "leases", "", "here", True),
+    ("binder", "update", "coordination.k8s.io", "leases", "", "elsewhere", False),
     ("binder", "create", "", "pods", "", "elsewhere", False),
     ("binder", "delete", "", "pods", "", "elsewhere", False),
     ("binder", "create", "scheduling.run.ai", "queues", "", "", False),
@@ -111,7 +126,8 @@ PERMISSIONS = [
 
 def test_each_component_may_do_what_it_needs_and_nothing_the_other_does(
         installed: dict[str, Any], cluster: Cluster) -> None:
-    where = {"here": installed["namespace"], "reserved": f"rr-{installed['tag']}", "elsewhere": "team-a", "": ""}
+    where = {"here": installed["namespace"], "reserved": f"rr-{installed['tag']}", "elsewhere": "team-a",
+             "default": "default", "": ""}
     wrong = []
     for component, verb, group, resource, sub, place, expected in PERMISSIONS:
         user = f"system:serviceaccount:{installed['namespace']}:{installed['release']}-kaipolicy-{component}"

@@ -4,74 +4,26 @@ decides on `kaipolicy snapshot` of the same state, pod by pod; its /metrics pars
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kaipolicy.cli.main import main
 from tests.integration.apiserver import ApiServer
 from tests.integration.cluster import Cluster
 from tests.integration.scheduler import Scheduler, bind_requests
+from tests.integration.workloads import cli, realistic_mix, same_groups
+from tests.integration.workloads import simulated as simulate_snapshot
 from tests.polling import wait_for
-
-
-def _cli(*argv: str) -> str:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    assert code == 0, err.getvalue()
-    return out.getvalue()
-
-
-def _realistic_mix(cluster: Cluster, ns: str, p: str) -> int:
-    """Two queues whose pods ask for more than the cluster has, a gang of 4, shared GPUs (fractions,
-    GPU memory, a fraction of two devices) and a CPU-only pod; returns the number of pods."""
-    memory = {"nvidia.com/gpu.memory": "40960"}
-    cluster.node(f"gpu-a-{p}", p, gpus=8, cpu="64", memory="512Gi", labels=memory | {"pool": "a"})
-    cluster.node(f"gpu-b-{p}", p, gpus=8, cpu="64", memory="512Gi", labels=memory | {"pool": "b"})
-    cluster.node(f"cpu-{p}", p, cpu="32", memory="128Gi", labels={"pool": "cpu"})
-    cluster.queue(f"dept-{p}", p)
-    cluster.queue(f"team-a-{p}", p, parent=f"dept-{p}", gpu=(4, -1))
-    cluster.queue(f"team-b-{p}", p, parent=f"dept-{p}", gpu=(4, -1))
-    a, b = f"team-a-{p}", f"team-b-{p}"
-    cluster.pod_group(ns, "train", p, a, min_member=4)
-    pods = [cluster.pod(ns, f"train-{i}", p, group="train", gpus=1) for i in range(4)]
-    pods += [cluster.pod(ns, f"sweep-{i}", p, queue=a, gpus=2) for i in range(2)]
-    pods += [cluster.pod(ns, f"half-{i}", p, queue=b, annotations={"gpu-fraction": "0.5"}) for i in range(3)]
-    pods.append(cluster.pod(ns, "mem", p, queue=b, annotations={"gpu-memory": "20000"}))
-    pods.append(cluster.pod(ns, "two-halves", p, queue=b,
-                            annotations={"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}))
-    pods.append(cluster.pod(ns, "cpu-only", p, queue=b, cpu="4", memory="8Gi", nodeSelector={"pool": "cpu"}))
-    pods += [cluster.pod(ns, f"infer-{i}", p, queue=b, gpus=1) for i in range(6)]
-    return len(pods)
-
-
-def _same_groups(simulated: dict[str, list[str]], written: dict[str, list[str]]) -> bool:
-    """Pods share a GPU group in one exactly where they share one in the other (the ids differ:
-    the simulation numbers new groups, the scheduler gives them cluster-wide unique ids)."""
-    def partition(groups: dict[str, list[str]]) -> set[frozenset[str]]:
-        members: dict[str, set[str]] = defaultdict(set)
-        for pod, gs in groups.items():
-            for g in gs:
-                members[g].add(pod)
-        return {frozenset(m) for m in members.values()}
-    return partition(simulated) == partition(written)
 
 
 def test_the_bind_requests_equal_simulate_on_the_snapshot_pod_by_pod(
         cluster: Cluster, apiserver: ApiServer, namespace: str, partition: str, tmp_path: Path) -> None:
     ns, p = namespace, partition
     cluster.shard(p, p)
-    n_pods = _realistic_mix(cluster, ns, p)
-    snapshot = tmp_path / "snapshot.yaml"
-    _cli("snapshot", "--kubeconfig", str(apiserver.kubeconfig), "--shard", p, "-o", str(snapshot))
-    report = json.loads(_cli("simulate", str(snapshot), "--output", "json"))
-    simulated = {t["name"].split("/", 1)[1]: t for t in report["tasks"]}
+    n_pods = len(realistic_mix(cluster, ns, p))
+    simulated = simulate_snapshot(apiserver.kubeconfig, p, "kai-scheduler", tmp_path)
     assert len(simulated) == n_pods
     placed = {pod: t["node"] for pod, t in simulated.items() if t["status"] == "Binding"}
     assert 0 < len(placed) < n_pods       # over quota: not everything fits
@@ -82,7 +34,7 @@ def test_the_bind_requests_equal_simulate_on_the_snapshot_pod_by_pod(
         scheduler.wait_cycles(3)
         written = bind_requests(cluster, ns)
         assert {pod: br["spec"]["selectedNode"] for pod, br in written.items()} == placed
-        assert _same_groups({pod: simulated[pod]["gpuGroups"] for pod in placed},
+        assert same_groups({pod: simulated[pod]["gpuGroups"] for pod in placed},
                             {pod: br["spec"].get("selectedGPUGroups") or [] for pod, br in written.items()})
         _check_shapes(written, {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in _pods(cluster, ns)})
         _check_metrics(scheduler, p, len(placed))
@@ -158,7 +110,7 @@ def test_a_pending_job_gets_the_references_condition_and_no_flood_of_events(
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     # the same records cycle after cycle are written once
     assert {r["cycle"] for r in records} == {1} and {r["bundle"] for r in records} == {bundle}
-    answer = _cli("explain", "big-1", "--audit", str(audit))
+    answer = cli("explain", "big-1", "--audit", str(audit))
     assert answer.startswith(f"pod {ns}/big-1 (job {ns}/big) in queue q-{p}, cycle ")
     assert "its gang needs 2 pods and only 1 fit" in answer
     (condition,) = group["status"]["schedulingConditions"]

@@ -70,7 +70,7 @@ def test_one_replica_leads_another_takes_over_when_it_is_killed_and_a_clean_stop
             s.stop()
     requests = bind_requests(cluster, ns)
     assert sorted(requests) == ["one", "three", "two"]
-    assert "released lease" in " ".join(follower.messages())
+    assert "released Lease/" in " ".join(follower.messages())
 
 
 def test_the_watch_is_cut_and_resumed_by_an_apiserver_restart_with_nothing_lost_or_doubled(

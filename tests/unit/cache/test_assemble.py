@@ -60,13 +60,14 @@ def node(name: str, gpus: int = 4, labels: dict[str, str] | None = None) -> Any:
     return convert.node({"metadata": _meta(name, None, 3600, labels), "status": {"allocatable": alloc}})
 
 
-def bind_request(pod_name: str, node_name: str, failed: bool = False, owner: str | None = None) -> Any:
-    status = {"phase": "Failed"} if failed else {}
+def bind_request(pod_name: str, node_name: str, failed: bool = False, owner: str | None = None,
+                 groups: tuple[str, ...] = ("g7",), phase: str | None = None) -> Any:
+    status = {"phase": "Failed"} if failed else ({"phase": phase} if phase else {})
     meta = _meta(f"br-{pod_name}", "ns") | ({"ownerReferences": [{"kind": "Pod", "name": pod_name, "uid": owner}]}
                                            if owner else {})
     return convert.bind_request({"metadata": meta, "status": status,
                                  "spec": {"podName": pod_name, "selectedNode": node_name,
-                                          "selectedGPUGroups": ["g7"]}})
+                                          "selectedGPUGroups": list(groups)}})
 
 
 def views(*objects: Any) -> Views:
@@ -141,6 +142,20 @@ def test_a_bind_request_owned_by_an_earlier_pod_of_the_same_name_does_not_place_
               bind_request("a", "n", owner="uid-a"), bind_request("b", "n", owner="uid-of-the-pod-before"))
     tasks = {t["name"]: t["state"] for j in out.doc["jobs"] for t in j["tasks"]}
     assert tasks == {"ns/a": "Binding", "ns/b": "Pending"}
+
+
+def test_a_bound_share_holds_the_gpu_groups_its_bind_request_named_whatever_its_labels_say() -> None:
+    # KAI's binder labels a share of two devices `runai-gpu-group/<g>` only; the request names both
+    share = {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}
+    out = run(queue("q"), node("n"),
+              pod("two", node="n", phase="Running", annotations=share, labels={"runai-gpu-group/ga": "ga"}),
+              pod("moved", node="m", phase="Running", annotations={"gpu-fraction": "0.5"},
+                  labels={"runai-gpu-group": "gm"}),
+              bind_request("two", "n", owner="uid-two", groups=("ga", "gb"), phase="Succeeded"),
+              bind_request("moved", "n", owner="uid-moved", groups=("gx",), phase="Succeeded"), node("m"))
+    tasks = {t["name"]: t for j in out.doc["jobs"] for t in j["tasks"]}
+    assert tasks["ns/two"]["gpuGroups"] == ["ga", "gb"]
+    assert tasks["ns/moved"]["gpuGroups"] == ["gm"]     # bound elsewhere than asked: the labels tell
 
 
 def test_states_follow_the_pod_phase() -> None:

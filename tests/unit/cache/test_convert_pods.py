@@ -42,6 +42,20 @@ def test_a_running_fractional_pod_keeps_its_gpu_group_and_node() -> None:
     assert view.usage == {"cpuMillis": 2000, "memoryBytes": 4 * 2**30, "gpus": 0.25}
 
 
+@pytest.mark.parametrize(("labels", "groups"), [
+    ({"runai-gpu-group": "a"}, ["a"]),
+    ({"runai-gpu-group": "a", "runai-gpu-group/b": "b"}, ["a", "b"]),
+    ({"runai-gpu-group/b": "b", "runai-gpu-group/a": "a"}, ["a", "b"]),    # as KAI's binder labels two devices
+    ({}, []),
+])
+def test_a_pods_gpu_groups_come_from_either_form_of_the_label(labels: dict[str, str], groups: list[str]) -> None:
+    obj = {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": labels,
+                        "annotations": {"gpu-fraction": "0.5", "gpu-fraction-num-devices": str(max(len(groups), 1))}},
+           "spec": {"schedulerName": "kai-scheduler", "nodeName": "n", "containers": [{"name": "c"}]},
+           "status": {"phase": "Running"}}
+    assert convert_pods.pod(obj).task.get("gpuGroups", []) == groups
+
+
 def test_a_gated_gpu_memory_pod_over_two_devices() -> None:
     view = convert_pods.pod(recorded("pods", "mem-pod"))
     assert view.gated

@@ -1,11 +1,14 @@
 """The informer's list+watch loop against a fake API that records each call: resume from the last
-version, list again on 410, back off while the API fails, and tell every change by key."""
+version, list again on 410, back off while the API fails, tell every change by key, and let no
+exception end its thread or escape it, at work or while stopping."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from kaipolicy.cache import kubeapi
 from kaipolicy.cache.informer import Backoff, Informer
@@ -154,3 +157,69 @@ def test_a_watch_that_delivered_events_before_breaking_is_reopened_after_the_fir
     finally:
         informer.stop()
     assert pauses == [0.01, 0.02, 0.01]
+
+
+@pytest.fixture
+def thread_errors(monkeypatch: pytest.MonkeyPatch) -> list[BaseException | None]:
+    """Exceptions that escaped a thread (what pytest reports as PytestUnhandledThreadExceptionWarning)."""
+    escaped: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+    return escaped
+
+
+def test_an_unexpected_error_in_the_watch_is_logged_and_the_informer_lists_again_and_goes_on(
+        thread_errors: list[BaseException | None], caplog: pytest.LogCaptureFixture) -> None:
+    odd = AttributeError("'NoneType' object has no attribute 'readline'")
+    api = FakeApi([([obj("a", "5")], "10"), ([obj("a", "5")], "12")],
+                  [[WatchEvent("ADDED", obj("b", "11")), odd], [WatchEvent("ADDED", obj("c", "13"))]])
+    informer, changed = run(api)
+    try:
+        wait_for("the change after the error", lambda: "ns/c" in changed, 5)
+    finally:
+        informer.stop()
+    assert api.calls[:4] == [("list", ""), ("watch", "10"), ("list", ""), ("watch", "12")]
+    assert informer.errors == 1 and "unexpected AttributeError" in str(informer.last_error)
+    assert "unexpected error" in caplog.text and not thread_errors
+
+
+def test_a_change_callback_that_fails_is_logged_and_later_changes_are_told(
+        thread_errors: list[BaseException | None], caplog: pytest.LogCaptureFixture) -> None:
+    api = FakeApi([([obj("a", "5")], "10")], [[WatchEvent("ADDED", obj("b", "11")), WatchEvent("ADDED", obj("c", "12"))]])
+    told: list[str] = []
+
+    def on_change(key: str) -> None:
+        if key == "ns/b":
+            raise ValueError("a bug in the callback")
+        told.append(key)
+    informer = Informer(api, kubeapi.POD, on_change, backoff=Backoff(0.01, 0.05))  # type: ignore[arg-type]
+    informer.start()
+    try:
+        wait_for("the change after the failing one", lambda: "ns/c" in told, 5)
+    finally:
+        informer.stop()
+    assert told == ["ns/a", "ns/c"] and informer.get("ns/b") is not None
+    assert "the change of ns/b could not be handled" in caplog.text and not thread_errors
+
+
+def test_stopping_while_a_watch_fails_in_any_way_ends_the_thread_with_nothing_escaping(
+        thread_errors: list[BaseException | None]) -> None:
+    cut = threading.Event()
+
+    class Cut(Stream):
+        """A read that, once the stream is closed under it, fails as urllib3 did."""
+
+        def __iter__(self) -> Iterator[WatchEvent]:
+            yield WatchEvent("ADDED", obj("a", "11"))
+            cut.wait(5)
+            raise AttributeError("'NoneType' object has no attribute 'readline'")
+
+        def close(self) -> None:
+            cut.set()
+
+    api = FakeApi([([], "10")], [])
+    api.watch = lambda *args, **kwargs: Cut([], api.done)  # type: ignore[method-assign]
+    informer, changed = run(api)
+    wait_for("the first event", lambda: changed == ["ns/a"], 5)
+    informer.stop()
+    assert informer._thread is not None and not informer._thread.is_alive()
+    assert not thread_errors and informer.errors == 0

@@ -1,5 +1,5 @@
 """The outbox: Events rate-limited per object, reason and message; status writes coalesced per
-object; failures counted and survived; what is queued at shutdown gets a bounded time."""
+object; failures (a bug's too) counted and survived; what is queued at shutdown gets a bounded time."""
 
 from __future__ import annotations
 
@@ -48,6 +48,22 @@ def test_without_a_window_every_event_is_sent(api: FakeApi) -> None:
     finally:
         box.stop(1.0)
     assert len(api.events) == 3
+
+
+def test_a_write_that_fails_with_a_bug_is_counted_and_later_writes_still_go(
+        outbox: Outbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    escaped: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    errors = metrics.API_ERRORS.labels(verb="patch", kind="PodGroup")._value.get()
+    done: list[str] = []
+
+    def broken() -> None:
+        raise KeyError("status")
+    outbox.write(("PodGroup", "team/a", "True"), "patch", "PodGroup", broken)
+    outbox.write(("PodGroup", "team/b", "True"), "patch", "PodGroup", lambda: done.append("b"))
+    assert outbox.drain(5)
+    assert done == ["b"] and not escaped
+    assert metrics.API_ERRORS.labels(verb="patch", kind="PodGroup")._value.get() == errors + 1
 
 
 def test_a_newer_status_write_replaces_one_not_sent_yet(outbox: Outbox) -> None:

@@ -1,5 +1,5 @@
-"""Structured logs: one JSON object per line on stderr (time, level, logger, message, and the
-fields a call passes in `extra`), or plain text for a person at a terminal.
+"""Structured logs of both processes: one JSON object per line on stderr (time, level, logger,
+message, and the fields a call passes in `extra`), or plain text for a person at a terminal.
 
 A formatter of our own: the standard library's logging is all it needs, and a JSON-logging
 package would be a dependency for twenty lines.
@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from kaipolicy.errors import ConfigError
+
 #: LogRecord attributes that are not a call's own fields
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+LEVEL_VARIABLE = "KAIPOLICY_LOG_LEVEL"
 
 
 class JsonFormatter(logging.Formatter):
@@ -28,7 +32,11 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
-def configure(fmt: str = "json", level: int = logging.INFO) -> None:
+def configure(fmt: str = "json") -> None:
+    """Log to stderr in `fmt` (json or text) at the level $KAIPOLICY_LOG_LEVEL names (INFO)."""
+    level = os.environ.get(LEVEL_VARIABLE, "INFO").upper()
+    if level not in logging.getLevelNamesMapping():
+        raise ConfigError(f"${LEVEL_VARIABLE}={level!r}: expected DEBUG, INFO, WARNING or ERROR")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else
                          logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

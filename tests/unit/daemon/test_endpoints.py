@@ -1,5 +1,5 @@
-"""The scheduler's endpoints over real HTTP: /metrics in Prometheus' text format, /healthz, and
-/readyz saying why it is not ready."""
+"""The endpoints of both processes over real HTTP: /metrics in Prometheus' text format, and
+/healthz and /readyz saying what is wrong when something is."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kaipolicy.daemon.endpoints import Endpoints, parse_address
 from kaipolicy.errors import ConfigError
-from kaipolicy.server.endpoints import Endpoints, parse_address
 
 
 @pytest.mark.parametrize(("text", "want"), [
@@ -33,6 +33,10 @@ class Ready:
         return self.problem
 
 
+class Healthy(Ready):
+    problem = None
+
+
 @pytest.fixture
 def served() -> Iterator[tuple[Endpoints, Ready]]:
     ready = Ready()
@@ -40,6 +44,18 @@ def served() -> Iterator[tuple[Endpoints, Ready]]:
     endpoints.start()
     yield endpoints, ready
     endpoints.stop()
+
+
+def test_healthz_says_what_stopped_working() -> None:
+    healthy = Healthy()
+    endpoints = Endpoints("127.0.0.1:0", Ready(), healthy)
+    endpoints.start()
+    try:
+        assert _get(endpoints, "/healthz")[::2] == (200, "ok\n")
+        healthy.problem = "a binder worker thread has stopped"
+        assert _get(endpoints, "/healthz")[::2] == (503, "a binder worker thread has stopped\n")
+    finally:
+        endpoints.stop()
 
 
 def _get(endpoints: Endpoints, path: str) -> tuple[int, str, str]:

@@ -1,6 +1,6 @@
-"""The scheduler's HTTP endpoints: `/metrics` (Prometheus text format), `/healthz` (the process
-answers) and `/readyz` (200 once the informers have listed and a rule bundle is loaded, else 503
-with the reason). Served from a thread of their own; `--metrics-address` says where.
+"""The HTTP endpoints of both processes: `/metrics` (Prometheus text format), `/healthz` (the
+process and its threads work) and `/readyz` (ready to do its job: 503 with the reason otherwise).
+Served from a thread of their own; `--metrics-address` says where.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from prometheus_client import generate_latest
 from kaipolicy import metrics
 from kaipolicy.errors import ConfigError
 
-log = logging.getLogger("kaipolicy.server")
+log = logging.getLogger("kaipolicy.endpoints")
 
-#: None when ready, else why not
-Readiness = Callable[[], str | None]
+#: None when all is well, else what is wrong (the body of a 503)
+Check = Callable[[], str | None]
 #: the classic text format, which every Prometheus reads (newer clients announce 1.0.0, for UTF-8
 #: names; kaipolicy's names are plain ASCII and generate_latest writes the classic format)
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
@@ -32,12 +32,15 @@ def parse_address(text: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def _fine() -> str | None:
+    return None
+
+
 class Endpoints:
-    def __init__(self, address: str, readiness: Readiness) -> None:
+    def __init__(self, address: str, ready: Check, healthy: Check = _fine) -> None:
         host, port = parse_address(address)
-        handler = _handler(readiness)
         try:
-            self.server = ThreadingHTTPServer((host, port), handler)
+            self.server = ThreadingHTTPServer((host, port), _handler(ready, healthy))
         except OSError as e:
             raise ConfigError(f"--metrics-address {address}: cannot listen there: {e.strerror or e}") from e
         self.server.daemon_threads = True
@@ -47,22 +50,22 @@ class Endpoints:
 
     def start(self) -> None:
         self._thread.start()
+        log.info("serving /metrics, /healthz and /readyz on %s", self.address, extra={"metricsAddress": self.address})
 
     def stop(self) -> None:
-        self.server.shutdown()
+        if self._thread.is_alive():
+            self.server.shutdown()
         self.server.server_close()
 
 
-def _handler(readiness: Readiness) -> type[BaseHTTPRequestHandler]:
+def _handler(ready: Check, healthy: Check) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
+        def do_GET(self) -> None:   # the name http.server calls
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._answer(200, generate_latest(metrics.REGISTRY), TEXT_FORMAT)
-            elif path in ("/healthz", "/livez"):
-                self._answer(200, b"ok\n")
-            elif path == "/readyz":
-                why = readiness()
+            elif path in ("/healthz", "/livez", "/readyz"):
+                why = ready() if path == "/readyz" else healthy()
                 self._answer(200 if why is None else 503, f"{why or 'ok'}\n".encode())
             else:
                 self._answer(404, b"not found: /metrics, /healthz, /readyz\n")
@@ -75,6 +78,6 @@ def _handler(readiness: Readiness) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def log_message(self, format: str, *args: object) -> None:
-            log.debug("%s %s", self.address_string(), format % args)
+            log.debug("%s %s", self.address_string(), format % args)   # probes every few seconds: debug only
 
     return Handler
