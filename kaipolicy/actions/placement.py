@@ -8,7 +8,7 @@ caller discards); fit errors are recorded on the job when the attempt is real.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -16,7 +16,8 @@ from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import gpusharing
-from kaipolicy.framework.nodetable import fits_mask
+from kaipolicy.framework.fits import fits_mask, valid_portions
+from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import tasks_to_allocate
@@ -90,14 +91,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
     fits = fits_mask(view, task, with_releasing=True)
     reasons: Counter[str] = Counter()
     if fits.any():
-        order = ssn.node_order(task, job, nodes)
-        candidates = [nodes[i] for i in order[fits[order]]]
-        verdicts: dict[int, str | None] = {}
-        for k, node in enumerate(candidates):
-            if k == SCALAR_PROBES:
-                rest = candidates[k:]
-                verdicts.update(zip(map(id, rest), ssn.predicate_results(task, job, rest)))
-            verdict = verdicts[id(node)] if k >= SCALAR_PROBES else ssn.predicate_on(task, job, node)
+        for node, verdict in _candidates(ssn, task, job, nodes, view.index, fits):
             if verdict is not None:
                 reasons[verdict] += 1
             elif _place(ssn, stmt, task, node, pipeline_only):
@@ -108,13 +102,47 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
                 return True
     if not pipeline_only:
         idle = fits_mask(view, task, with_releasing=False)
-        for i in np.flatnonzero(~fits & ~idle):
-            reasons[_insufficient(nodes[int(i)], task)] += 1
+        for reason, count in _insufficient(view, task, ~fits & ~idle):
+            reasons[reason] += count
         job.task_fit_errors[task.uid] = _summary(len(nodes), reasons)
         if ssn.audit.enabled:
             ssn.audit.add("task", action=ssn.action, job=job.name, task=task.name, node=None, outcome="unplaced",
                           rejected=dict(reasons.most_common(5)))
     return False
+
+
+def _candidates(ssn: Session, task: Task, job: Job, nodes: Sequence[Node], rows: np.ndarray,
+                fits: np.ndarray) -> Iterator[tuple[Node, str | None]]:
+    """Fitting nodes best score first (equal scores by name), each with its predicate verdict:
+    the first few one by one (most tasks land on the first), the rest in one vector pass."""
+    ranked = best_first(ssn.node_scores(task, job, nodes), fits, rows, SCALAR_PROBES)
+    for _, i in zip(range(SCALAR_PROBES), ranked):
+        yield nodes[i], ssn.predicate_on(task, job, nodes[i])
+    rest = [nodes[i] for i in ranked]
+    if rest:
+        yield from zip(rest, ssn.predicate_results(task, job, rest))
+
+
+def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes: int) -> Iterator[int]:
+    """Positions of the allowed nodes, highest score first and equal scores by table row (node
+    name), as lexsort orders them: the first `probes` picked one at a time, the rest sorted
+    only if asked for."""
+    open_ = allowed.copy()
+    masked = np.where(allowed, scores, -np.inf)
+    in_row_order = len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
+    for _ in range(probes):
+        pick = int(masked.argmax())     # the first of equal maxima (or the first NaN)
+        best = masked[pick]
+        if best == -np.inf or np.isnan(best):
+            break   # nothing left, or scores only the sort orders right (NaN, -inf)
+        if not in_row_order:
+            ties = np.flatnonzero(masked == best)
+            pick = int(ties[np.argmin(rows[ties])])
+        masked[pick] = -np.inf
+        open_[pick] = False
+        yield pick
+    order = np.lexsort((rows, -scores))
+    yield from order[open_[order]].tolist()
 
 
 def _place(ssn: Session, stmt: Statement, task: Task, node: Node, pipeline_only: bool) -> bool:
@@ -136,23 +164,31 @@ def _place(ssn: Session, stmt: Statement, task: Task, node: Node, pipeline_only:
     return True
 
 
-def _insufficient(node: Node, task: Task) -> str:
+_LACKING = ("GPUs", "CPU cores", "memory", "MIG profile", "pods")
+
+
+def _insufficient(view: NodeVector, task: Task, rejected: np.ndarray) -> list[tuple[str, int]]:
+    """What each rejected node lacks, as (message, number of nodes), in the order the messages
+    first occur among the nodes."""
     req = task.request
-    free = node.non_allocated()
-    lacking = []
-    if req.gpus > free.gpus + 1e-9 or (req.is_shared and not node.valid_portion(req)):
-        lacking.append("GPUs")
-    if req.cpu > free.cpu:
-        lacking.append("CPU cores")
-    if req.memory > free.memory:
-        lacking.append("memory")
-    if any(free.mig.get(name, 0) < n for name, n in req.mig):
-        lacking.append("MIG profile")
-    if free.pods < 1:
-        lacking.append("pods")
-    if not lacking:
-        lacking.append("GPUs")
-    return "node(s) didn't have enough resources: " + ", ".join(lacking)
+    gpus: np.ndarray = view.free_gpus
+    lacking = [req.gpus > gpus + 1e-9, req.cpu > view.free_cpu_millis, req.memory > view.free_memory_bytes,
+               np.zeros(len(view), dtype=bool), view.free_pods < 1]
+    if req.is_shared:
+        lacking[0] = lacking[0] | ~valid_portions(view, task)
+    if req.mig:
+        for i in np.flatnonzero(rejected).tolist():
+            free = view.node(i).non_allocated()
+            lacking[3][i] = any(free.mig.get(name, 0) < n for name, n in req.mig)
+    codes = sum(flags.astype(np.int64) << bit for bit, flags in enumerate(lacking))
+    codes = np.where(codes == 0, 1, codes)[rejected]     # lacking nothing reads as lacking GPUs
+    found, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    out = []
+    for k in np.argsort(first, kind="stable").tolist():
+        code = int(found[k])
+        names = ", ".join(name for bit, name in enumerate(_LACKING) if code >> bit & 1)
+        out.append(("node(s) didn't have enough resources: " + names, int(counts[k])))
+    return out
 
 
 def _summary(n_nodes: int, reasons: Counter[str]) -> str:

@@ -16,7 +16,8 @@ from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import affinity, capacity, gpusharing, topology
-from kaipolicy.framework.nodetable import NodeVector, fits_mask
+from kaipolicy.framework.fits import fits_mask, memory_of
+from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.tasks import tasks_to_allocate
 from kaipolicy.rules.vocabulary import FieldSpec, FunctionSpec, TypeSpec, Vocabulary
@@ -99,10 +100,7 @@ def _fits_idle_vector(task: Task, node: NodeVector) -> np.ndarray:
 
 
 def _fits_shared_group_vector(task: Task, node: NodeVector) -> np.ndarray:
-    out = np.zeros(len(node), dtype=bool)
-    for i in np.flatnonzero(node.has_shared_groups):
-        out[i] = _fits_shared_group(task, node.nodes[int(i)])
-    return out
+    return np.asarray(node.shared_room >= memory_of(task.request, node.gpu_memory))
 
 
 def _node_affinity_vector(task: Task, node: NodeVector) -> np.ndarray:

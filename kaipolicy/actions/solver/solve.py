@@ -26,7 +26,7 @@ from kaipolicy.api.node import Node
 from kaipolicy.api.resources import Request
 from kaipolicy.api.task import Status, Task
 from kaipolicy.errors import StatementError
-from kaipolicy.framework.nodetable import fits_mask
+from kaipolicy.framework.fits import fits_mask
 from kaipolicy.framework.outcome import Outcome
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
