@@ -20,7 +20,7 @@ from kaipolicy.framework.fits import fits_mask, valid_portions
 from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
-from kaipolicy.framework.tasks import tasks_to_allocate
+from kaipolicy.framework.tasks import in_order, tasks_to_allocate
 
 
 def allocate_job(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, pipeline_only: bool) -> bool:
@@ -52,7 +52,7 @@ def _sub_group_set_on(ssn: Session, stmt: Statement, nodes: list[Node], job: Job
         if not _sub_group_set(ssn, stmt, nodes, job, child, [t for t in tasks if t.sub_group in names],
                               pipeline_only):
             return False
-    for ps in sorted(group.pod_sets, key=lambda p: ssn.pod_set_key(p, job)):
+    for ps in in_order(group.pod_sets, lambda p: ssn.pod_set_key(p, job)):
         if not _pod_set(ssn, stmt, nodes, job, ps, [t for t in tasks if t.sub_group == ps.name], pipeline_only):
             return False
     return True
