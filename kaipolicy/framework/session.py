@@ -356,8 +356,8 @@ class Session:
         for rule in rules:
             values = self._node_values(rule, task, job, nodes, view, idx)
             if values is not None:
-                weighted = rule.weight * values.astype(np.float64)
-                total = total + weighted
+                weighted = np.multiply(values, rule.weight, dtype=np.float64)
+                total += weighted
                 parts[rule.label] = weighted
         self.last_scores = (nodes, parts)
         return total
@@ -365,16 +365,11 @@ class Session:
     def score_breakdown(self, node: Node) -> dict[str, float]:
         """What each nodeOrder rule gave `node` in the last scoring (for the audit log)."""
         nodes, parts = self.last_scores
-        for i, n in enumerate(nodes):
-            if n is node:
-                return {rule: round(float(v[i]), 4) for rule, v in parts.items() if v[i]}
-        return {}
-
-    def node_order(self, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray:
-        """Positions in `nodes`, best score first; equal scores by node name (the reference's order)."""
-        scores = self.node_scores(task, job, nodes)
-        # table rows are in name order, so a node's row is its rank by name
-        return np.lexsort((self.table.view(nodes).index, -scores))
+        # over all nodes (allocate's usual case) a node's position is its table row
+        i = node.index if nodes is self.node_list else next((k for k, n in enumerate(nodes) if n is node), -1)
+        if i < 0:
+            return {}
+        return {rule: round(float(v[i]), 4) for rule, v in parts.items() if v[i]}
 
     def gpu_score(self, task: Task, node: Node, group: str) -> float:
         total = 0.0
