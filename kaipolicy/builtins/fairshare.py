@@ -33,6 +33,11 @@ def _cmp(a: float, b: float) -> int:
     return (a > b) - (a < b)
 
 
+def at_most(a: float, b: float) -> bool:
+    """a <= b where -1 means unlimited."""
+    return _cmp(a, b) <= 0
+
+
 def less_equal(a: Vec, b: Vec) -> bool:
     return all(_cmp(a[r], b[r]) <= 0 for r in RESOURCES)
 
