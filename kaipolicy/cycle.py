@@ -121,8 +121,9 @@ def paused_gc() -> Iterator[None]:
 @dataclass
 class CycleResult:
     session: Session
-    seconds: float
+    seconds: float                      # the whole cycle: session, actions (snapshot not included)
     action_seconds: dict[str, float] = field(default_factory=dict)
+    session_seconds: float = 0.0        # opening the session: plugins bound, fair shares computed
 
 
 def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, audit: Audit | None = None,
@@ -133,10 +134,11 @@ def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, aud
             raise NotImplementedAction(f"action {name!r} cannot run: {NOT_YET.get(name, 'unknown action')}")
     with paused_gc():
         ssn = open_session(cluster, config, bundle, audit, vectorize)
+        opened = time.perf_counter() - start
         timings: dict[str, float] = {}
         for name in config.actions:
             t0 = time.perf_counter()
             ACTIONS[name](ssn)
             timings[name] = time.perf_counter() - t0
         ssn.action = ""
-    return CycleResult(ssn, time.perf_counter() - start, timings)
+    return CycleResult(ssn, time.perf_counter() - start, timings, opened)

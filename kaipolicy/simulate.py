@@ -6,13 +6,14 @@ each job's fit error and start time, bind / eviction / pipeline counts per cycle
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
-from kaipolicy.cycle import paused_gc, run_cycle
+from kaipolicy.cycle import CycleResult, paused_gc, run_cycle
 from kaipolicy.errors import ConfigError, RuleError, ScenarioError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
@@ -24,7 +25,7 @@ from kaipolicy.framework.session import Session
 class SimulationResult:
     scenario: Scenario
     cluster: ClusterInfo
-    per_cycle: list[dict[str, int]]
+    per_cycle: list[dict[str, Any]]   # counts, and `seconds` per phase (see cycle_seconds)
     evictions: list[tuple[int, EvictionRecord]]   # every cycle's, with its cycle number
     last: Session
     audit: Audit
@@ -38,18 +39,19 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
     params = Params.from_scenario(scenario.params, scenario.stale_grace_seconds)
     config = config_from(scenario.config, actions=scenario.actions, params=params, where=f"{scenario.file}: config")
     audit = audit or Audit()
-    per_cycle: list[dict[str, int]] = []
+    per_cycle: list[dict[str, Any]] = []
     evictions: list[tuple[int, EvictionRecord]] = []
     seconds: list[float] = []
-    with paused_gc():
-        cluster = scenario.snapshot()
     result = None
+    cluster: ClusterInfo | None = None
     for i in range(scenario.cycles):
-        if i > 0:
+        if cluster is not None:
             scenario.settle(cluster)
             scenario.now += 1.0
-            with paused_gc():
-                cluster = scenario.snapshot()
+        started = time.perf_counter()
+        with paused_gc():
+            cluster = scenario.snapshot()
+        snapshot = time.perf_counter() - started
         audit.cycle = i + 1
         audit.bundle_hash = getattr(bundle, "hash", "")
         try:
@@ -59,10 +61,24 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
         ssn = result.session
         evictions.extend((i + 1, e) for e in ssn.evictions)
         per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
-                          "pipelined": len(ssn.pipelines)})
+                          "pipelined": len(ssn.pipelines), "seconds": cycle_seconds(snapshot, result)})
         seconds.append(result.seconds)
-    assert result is not None
+    assert result is not None and cluster is not None
     return SimulationResult(scenario, cluster, per_cycle, evictions, result.session, audit, seconds)
+
+
+def cycle_seconds(snapshot: float, result: CycleResult) -> dict[str, float]:
+    """Wall-clock seconds of one cycle: `total`, `snapshot`, `session` (opening it) and one entry
+    per action, in the order they ran."""
+    phases = {"snapshot": snapshot, "session": result.session_seconds, **result.action_seconds}
+    return {"total": round(snapshot + result.seconds, 6), **{k: round(v, 6) for k, v in phases.items()}}
+
+
+def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+    """The report minus what differs from run to run (the seconds), for comparing two runs."""
+    out = dict(report)
+    out["perCycle"] = [{k: v for k, v in c.items() if k != "seconds"} for c in report["perCycle"]]
+    return out
 
 
 def simulate_file(path: str | Path, bundle: Any, vectorize: bool = True) -> SimulationResult:

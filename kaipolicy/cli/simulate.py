@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
 def render_text(path: str, report: dict[str, Any]) -> str:
     lines = [f"{path}: {report['cycles']} cycle(s)"]
     for i, c in enumerate(report["perCycle"], 1):
-        lines.append(f"  cycle {i}: {c['binds']} bind(s), {c['evictions']} eviction(s), {c['pipelined']} pipelined")
+        lines.append(f"  cycle {i}: {c['binds']} bind(s), {c['evictions']} eviction(s), {c['pipelined']} pipelined"
+                     f" in {c['seconds']['total']:.3f} s")
     lines.append("  after the last cycle:")
     by_job: dict[str, list[dict[str, Any]]] = {}
     for t in report["tasks"]:
