@@ -73,15 +73,25 @@ class Session:
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
         self.errors: list[Outcome] = []
         self._groups_minted = 0
+        self._groups_taken: set[str] | None = None   # group ids the snapshot already uses
         self.scoring_nodes: Sequence[Node] = ()
         self.last_scores: tuple[Sequence[Node], dict[str, np.ndarray]] = ((), {})
         self.scoring_memo: dict[Any, Any] = {}
         self.vectorize = vectorize        # False: every node-level rule runs node by node (tests compare)
 
     def new_gpu_group(self) -> str:
-        """A fresh shared-GPU group id, unique in the session and the same on every run."""
-        self._groups_minted += 1
-        return f"new-{self._groups_minted}"
+        """A fresh shared-GPU group id, the same on every run: never one the snapshot's nodes or
+        pods already name (pods placed in an earlier cycle keep their `new-N` ids), so a new group
+        never merges with a running one."""
+        if self._groups_taken is None:
+            self._groups_taken = {g for n in self.cluster.nodes.values() for g in n.shared_used}
+            self._groups_taken.update(g for j in self.cluster.jobs.values() for t in j.tasks.values()
+                                      for g in t.gpu_groups)
+        while True:
+            self._groups_minted += 1
+            group = f"new-{self._groups_minted}"
+            if group not in self._groups_taken:
+                return group
 
     def add_rules(self, rules: Iterable[Rule]) -> None:
         """Fill the hook slots, in the order given (tier by tier, plugin by plugin)."""
