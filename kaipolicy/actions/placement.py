@@ -91,14 +91,15 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
     fits = fits_mask(view, task, with_releasing=True)
     reasons: Counter[str] = Counter()
     if fits.any():
-        for node, verdict in _candidates(ssn, task, job, nodes, view.index, fits):
+        for i, verdict in _candidates(ssn, task, job, nodes, view.index, fits):
+            node = nodes[i]
             if verdict is not None:
                 reasons[verdict] += 1
             elif _place(ssn, stmt, task, node, pipeline_only):
                 if ssn.audit.enabled:
                     ssn.audit.add("task", action=ssn.action, job=job.name, task=task.name, node=node.name,
                                   outcome=task.status.value, pipelineOnly=pipeline_only,
-                                  scores=ssn.score_breakdown(node), rejected=dict(reasons.most_common(5)))
+                                  scores=ssn.score_breakdown(node, i), rejected=dict(reasons.most_common(5)))
                 return True
     if not pipeline_only:
         idle = fits_mask(view, task, with_releasing=False)
@@ -112,15 +113,16 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
 
 
 def _candidates(ssn: Session, task: Task, job: Job, nodes: Sequence[Node], rows: np.ndarray,
-                fits: np.ndarray) -> Iterator[tuple[Node, str | None]]:
-    """Fitting nodes best score first (equal scores by name), each with its predicate verdict:
-    the first few one by one (most tasks land on the first), the rest in one vector pass."""
+                fits: np.ndarray) -> Iterator[tuple[int, str | None]]:
+    """Positions of the fitting nodes best score first (equal scores by name), each with its
+    predicate verdict: the first few one by one (most tasks land on the first), the rest in one
+    vector pass."""
     ranked = best_first(ssn.node_scores(task, job, nodes), fits, rows, SCALAR_PROBES)
     for _, i in zip(range(SCALAR_PROBES), ranked):
-        yield nodes[i], ssn.predicate_on(task, job, nodes[i])
-    rest = [nodes[i] for i in ranked]
+        yield i, ssn.predicate_on(task, job, nodes[i])
+    rest = list(ranked)
     if rest:
-        yield from zip(rest, ssn.predicate_results(task, job, rest))
+        yield from zip(rest, ssn.predicate_results(task, job, [nodes[i] for i in rest]))
 
 
 def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes: int) -> Iterator[int]:

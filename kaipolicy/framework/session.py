@@ -372,12 +372,12 @@ class Session:
         self.last_scores = (nodes, parts)
         return total
 
-    def score_breakdown(self, node: Node) -> dict[str, float]:
-        """What each nodeOrder rule gave `node` in the last scoring (for the audit log)."""
+    def score_breakdown(self, node: Node, position: int | None = None) -> dict[str, float]:
+        """What each nodeOrder rule gave `node` in the last scoring (for the audit log); `position`
+        is its place among the scored nodes when the caller knows it."""
         nodes, parts = self.last_scores
-        # over all nodes (allocate's usual case) a node's position is its table row
-        i = node.index if nodes is self.node_list else next((k for k, n in enumerate(nodes) if n is node), -1)
-        if i < 0:
+        i = position if position is not None else next((k for k, n in enumerate(nodes) if n is node), -1)
+        if i < 0 or i >= len(nodes) or nodes[i] is not node:
             return {}
         return {rule: round(float(v[i]), 4) for rule, v in parts.items() if v[i]}
 
