@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kaipolicy.api.snapshot import ClusterInfo
+from kaipolicy.api.task import Status
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
 from kaipolicy.cycle import CycleResult, paused_gc, run_cycle
 from kaipolicy.errors import ConfigError, RuleError, ScenarioError
@@ -19,6 +20,8 @@ from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
 from kaipolicy.framework.outcome import EvictionRecord
 from kaipolicy.framework.session import Session
+
+WAITING = frozenset({Status.PENDING, Status.GATED})
 
 
 @dataclass
@@ -102,7 +105,10 @@ def _report(res: SimulationResult) -> dict[str, Any]:
     jobs = []
     for spec in res.scenario.jobs:
         job = cluster.jobs[spec["name"]]
-        fit = "; ".join(job.fit_errors) if job.fit_errors else None
+        # as the reference surfaces them: only for a job with pods still waiting (a running job's
+        # errors come from re-placements tried inside the eviction solver's discarded simulations)
+        waiting = any(t.status in WAITING for t in job.tasks.values())
+        fit = "; ".join(job.fit_errors) if job.fit_errors and waiting else None
         jobs.append({"name": job.name, "queue": job.queue, "fitError": fit,
                      "lastStartSecondsAgo": None if job.last_start is None else round(now - job.last_start, 3)})
     last = res.per_cycle[-1]
