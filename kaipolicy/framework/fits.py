@@ -1,8 +1,8 @@
 """Which nodes a task fits, as boolean arrays over a NodeVector: exactly `Node.fits_idle` and
 `Node.fits_idle_or_releasing` for every node at once (MIG requests ask each node).
 
-Over all of the session's nodes a mask is a derived array of the node table, so a request seen
-before costs only the rows changed since.
+A mask is a derived array of the node table (over all nodes, then taken for the view's nodes),
+so a request seen before costs only the rows changed since.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ def fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:
     known = view.fits.get((id(req), with_releasing))
     if known is not None and known[0] is req:
         return known[1]
-    if view.every and not req.mig:
-        check = Node.fits_idle_or_releasing if with_releasing else Node.fits_idle
-        mask = view.table.derived(("fits", req, with_releasing), lambda: _fits_mask(view, task, with_releasing),
-                                  lambda node: check(node, task))
-    else:
+    if req.mig:
         mask = _fits_mask(view, task, with_releasing)
+    else:
+        table = view.table
+        check = Node.fits_idle_or_releasing if with_releasing else Node.fits_idle
+        every = table.derived(("fits", req, with_releasing), lambda: _fits_mask(table.whole(), task, with_releasing),
+                              lambda node: check(node, task))
+        mask = every if view.every else every[view.index]
     mask.flags.writeable = False
     view.fits[id(req), with_releasing] = (req, mask)
     return mask

@@ -55,6 +55,10 @@ class NodeVector:
         return len(self._idx)
 
 
+#: Marks the change log holds before it starts over.
+KEPT_CHANGES = 4096
+#: Node lists whose rows are remembered at once.
+KEPT_LISTS = 8
 #: Changed rows past which a derived array is recomputed whole rather than row by row.
 PATCH_ROWS = 16
 #: Node attributes no task changes: never re-read when a node is marked dirty.
@@ -74,15 +78,22 @@ class NodeTable:
         self._columns: dict[str, np.ndarray] = {}
         self._changing: dict[str, np.ndarray] = {}    # the columns a task can change
         self._dirty: set[int] = set()
-        self._last_list: Sequence[Node] | None = None
-        self._last_idx = np.zeros(0, dtype=np.intp)
-        self._last_view: NodeVector | None = None
-        self._last_every = False
-        self._changes: list[int] = []        # rows marked, in order: what derived arrays catch up on
+        # per node list asked for (by identity): its rows, whether it is every row in order, and
+        # its view while no node changes; a few lists are kept (the solver alternates between them)
+        self._lists: dict[int, tuple[Sequence[Node], np.ndarray, bool]] = {}
+        self._views: dict[int, NodeVector] = {}
+        # rows marked, in order, since change number `_base`: what derived arrays catch up on
+        self._changes: list[int] = []
+        self._base = 0
         self._derived: dict[Hashable, tuple[np.ndarray, int]] = {}
 
     def mark(self, node: Node) -> None:
-        self._last_view = None
+        if self._views:
+            self._views.clear()
+        if len(self._changes) >= KEPT_CHANGES:
+            # forget the log (derived arrays older than it are recomputed whole)
+            self._base += len(self._changes)
+            self._changes = []
         self._changes.append(node.index)
         if self._columns:
             self._dirty.add(node.index)
@@ -91,14 +102,15 @@ class NodeTable:
         """An array over every node in table order that `whole()` computes at once and `row(node)`
         gives for one node: kept between calls under `key` and brought up to date on the rows
         changed since (all at once when many changed). The caller gets its own copy."""
+        now = self._base + len(self._changes)
         kept = self._derived.get(key)
-        if kept is None or len(self._changes) - kept[1] > PATCH_ROWS:
+        if kept is None or kept[1] < self._base or now - kept[1] > PATCH_ROWS:
             values = whole()
         else:
             values = kept[0]
-            for i in set(self._changes[kept[1]:]):
+            for i in set(self._changes[kept[1] - self._base:]):
                 values[i] = row(self.nodes[i])
-        self._derived[key] = (values, len(self._changes))
+        self._derived[key] = (values, now)
         return values.copy()
 
     def column(self, attr: str) -> np.ndarray:
@@ -122,18 +134,26 @@ class NodeTable:
         self._dirty.clear()
 
     def view(self, nodes: Sequence[Node]) -> NodeVector:
-        """The nodes as arrays; the same view again while no node has changed."""
-        if nodes is self._last_list:
-            if self._last_view is not None:
-                return self._last_view
-            idx = self._last_idx
-        else:
+        """The nodes as arrays; the same view again while no node has changed. A list is known
+        by its identity: lists handed to the table must not change afterwards."""
+        key = id(nodes)
+        view = self._views.get(key)
+        if view is not None:
+            return view
+        known = self._lists.get(key)
+        if known is None or known[0] is not nodes:
             idx = np.fromiter((n.index for n in nodes), dtype=np.intp, count=len(nodes))
-            self._last_list, self._last_idx = nodes, idx
-            self._last_every = len(idx) == len(self.nodes) and bool((idx == np.arange(len(idx))).all())
+            every = len(idx) == len(self.nodes) and bool((idx == np.arange(len(idx))).all())
+            if len(self._lists) >= KEPT_LISTS:
+                self._lists.clear()
+            known = self._lists[key] = (nodes, idx, every)
         self._refresh()
-        self._last_view = NodeVector(self, idx, self._last_every)
-        return self._last_view
+        view = self._views[key] = NodeVector(self, known[1], known[2])
+        return view
+
+    def whole(self) -> NodeVector:
+        """Every node, in table order."""
+        return self.view(self.nodes)
 
 
 def _array(values: list[Any]) -> np.ndarray:
