@@ -176,7 +176,10 @@ def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: 
               victim_tasks: list[Task]) -> Solution | None:
     """None when the partial job does not fit; otherwise the (validated or refused) solution."""
     solver.stats.simulations += 1
-    if not _allocate_virtually(solver, scenario.preemptor, stmt, list(feasible.values()), victim_tasks):
+    nodes = list(feasible.values())
+    if _preemptor_cannot_fit(solver.ssn, scenario.preemptor, nodes, victim_tasks):
+        return None
+    if not _allocate_virtually(solver, scenario.preemptor, stmt, nodes, victim_tasks):
         return None
     preempted = [t for t in victim_tasks if t.status == Status.RELEASING]
     moved = [t for t in victim_tasks if t.status == Status.PIPELINED]
@@ -219,6 +222,18 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
         elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
     return placed
+
+
+def _preemptor_cannot_fit(ssn: Session, preemptor: Job, nodes: list[Node], victim_tasks: list[Task]) -> bool:
+    """A pod of the pending job fits no node right after the evictions, so the simulation fails
+    at the job's turn: the jobs placed before it only take room (whatever the order), so the pod
+    cannot fit then either, and the order need not be built. Not used when a victim job also
+    has pending pods: its failed re-placement in the simulation records fit errors its owner reads."""
+    jobs = ssn.cluster.jobs
+    if any(jobs[t.job].has_pending for t in victim_tasks):
+        return False
+    view = ssn.table.view(nodes)
+    return any(not fits_mask(view, t, with_releasing=True).any() for t in tasks_to_allocate(ssn, preemptor, False))
 
 
 def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request]) -> bool:
