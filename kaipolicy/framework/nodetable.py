@@ -86,6 +86,7 @@ class NodeTable:
         self._changes: list[int] = []
         self._base = 0
         self._derived: dict[Hashable, tuple[np.ndarray, int]] = {}
+        self._constants: dict[Hashable, Any] = {}
 
     def mark(self, node: Node) -> None:
         if self._views:
@@ -112,6 +113,12 @@ class NodeTable:
                 values[i] = row(self.nodes[i])
         self._derived[key] = (values, now)
         return values.copy()
+
+    def constant(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """A value of the nodes that no task changes (e.g. the most GPUs a node has), computed once."""
+        if key not in self._constants:
+            self._constants[key] = compute()
+        return self._constants[key]
 
     def column(self, attr: str) -> np.ndarray:
         self._refresh()
