@@ -23,7 +23,7 @@ class NodeVector:
     def __init__(self, table: NodeTable, idx: np.ndarray, every: bool = False) -> None:
         self.table = table
         self._idx = idx
-        self.every = every      # idx is every table row in order: columns are copied, not gathered
+        self.every = every      # idx is every table row in order: the columns are used as they are
         # fit masks computed on this view, by (request identity, with releasing): the view lives
         # only until a node changes, and placement and the fits.* rules ask for the same ones
         self.fits: dict[tuple[int, bool], tuple[Request, np.ndarray]] = {}
@@ -47,7 +47,12 @@ class NodeVector:
         if attr.startswith("__"):
             raise AttributeError(attr)
         col = self.table.column(attr)
-        arr = col.copy() if self.every else col[self._idx]
+        if self.every:
+            # the live column itself, read-only: the view is dropped before any node changes
+            arr = col.view()
+            arr.flags.writeable = False
+        else:
+            arr = col[self._idx]
         setattr(self, attr, arr)
         return arr
 
@@ -103,16 +108,27 @@ class NodeTable:
         """An array over every node in table order that `whole()` computes at once and `row(node)`
         gives for one node: kept between calls under `key` and brought up to date on the rows
         changed since (all at once when many changed). The caller gets its own copy."""
-        now = self._base + len(self._changes)
         kept = self._derived.get(key)
-        if kept is None or kept[1] < self._base or now - kept[1] > PATCH_ROWS:
+        rows = self.changed_since(kept[1]) if kept is not None else None
+        if kept is None or rows is None:
             values = whole()
         else:
             values = kept[0]
-            for i in set(self._changes[kept[1] - self._base:]):
+            for i in rows:
                 values[i] = row(self.nodes[i])
-        self._derived[key] = (values, now)
+        self._derived[key] = (values, self.change_count())
         return values.copy()
+
+    def change_count(self) -> int:
+        """How many times nodes were marked changed so far (a position in the change log)."""
+        return self._base + len(self._changes)
+
+    def changed_since(self, count: int) -> list[int] | None:
+        """The rows marked changed since `change_count()` was `count`, each once; None when they
+        are too many to recompute one by one (or the log has started over since)."""
+        if count < self._base or self.change_count() - count > PATCH_ROWS:
+            return None
+        return list(dict.fromkeys(self._changes[count - self._base:]))
 
     def constant(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """A value of the nodes that no task changes (e.g. the most GPUs a node has), computed once."""

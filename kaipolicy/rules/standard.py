@@ -122,12 +122,15 @@ def _pack_columns(resource: str) -> tuple[str, str]:
     return _PACKED[resource]
 
 
-def _binpack_scores(free: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
-    """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource."""
-    counted = allocatable != 0
+def _binpack_scores(free: np.ndarray, allocatable: np.ndarray, counted: np.ndarray | None = None) -> np.ndarray:
+    """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource
+    (`counted`, when the caller knows it)."""
+    if counted is None:
+        counted = allocatable != 0
     if not counted.any():
         return np.zeros(free.shape)
-    lo, hi = free[counted].min(), free[counted].max()
+    having = free[counted]
+    lo, hi = having.min(), having.max()
     if hi == 0:
         return np.zeros(free.shape)
     if lo == hi:
@@ -150,8 +153,11 @@ def _binpack(cluster: Session, node: Node, resource: str) -> float:
 
 def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.ndarray:
     free_col, alloc_col = _pack_columns(resource)
-    return _binpack_scores(np.asarray(getattr(node, free_col), dtype=float),
-                           np.asarray(getattr(node, alloc_col), dtype=float))
+    allocatable = np.asarray(getattr(node, alloc_col), dtype=float)
+    # which nodes have the resource never changes: over all nodes it is worked out once
+    counted = (node.table.constant(("has", alloc_col), lambda: allocatable != 0) if node.every
+               else allocatable != 0)
+    return _binpack_scores(np.asarray(getattr(node, free_col), dtype=float), allocatable, counted)
 
 
 def _spread(free: Any, total: Any) -> Any:
