@@ -93,7 +93,23 @@ def queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None,
                     victims: Vec | None = None) -> list[object]:
     """The proportion plugin's queue order, first differing element decides (ascending).
 
-    One pass over the resources (this runs for every queue the order looks at, per job)."""
+    Remembered per queue allocation, request and victims: everything else it reads is fixed for
+    the session, and the eviction solver orders the same queues in every simulation."""
+    memo_key = (qs.queue.uid, tuple(qs.shares[r].allocated for r in RESOURCES),
+                tuple(job_request[r] for r in RESOURCES) if job_request else None,
+                tuple(victims[r] for r in RESOURCES) if victims else None)
+    known = shares.order_keys.get(memo_key)
+    if known is None:
+        if len(shares.order_keys) >= ORDER_KEYS_KEPT:
+            shares.order_keys.clear()
+        known = shares.order_keys[memo_key] = _queue_order_key(shares, qs, job_request, victims)
+    return list(known)
+
+
+ORDER_KEYS_KEPT = 100_000
+
+
+def _queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None, victims: Vec | None) -> list[object]:
     total = shares.total
     over_used, starved, zero_share_violation = True, True, False
     with_extra = plain = 0.0
