@@ -67,6 +67,28 @@ class JobsByQueue:
             self.push(job)
         return self
 
+    def leaf_entries(self) -> dict[str, list[tuple[Any, int, Job]]]:
+        """Each leaf queue's jobs as its sorted (key, sequence, job) entries (no depth cap)."""
+        return {uid: list(node.children.entries) for uid, node in self.nodes.items()
+                if node.leaf and isinstance(node.children, SortedByKey)}
+
+    def add_sorted(self, leaves: dict[str, list[tuple[Any, int, Job]]], skip: set[str]) -> JobsByQueue:
+        """Load leaf queues from `leaf_entries()` of an order over the same session, leaving out the
+        jobs whose uid is in `skip` (as if the jobs had been added one by one)."""
+        queues = self.ssn.cluster.queues
+        for uid, entries in leaves.items():
+            kept = [e for e in entries if e[2].uid not in skip]
+            if not kept:
+                continue
+            for key, _, job in kept:
+                self._job_keys[job.uid] = key
+            leaf = _QueueNode(queues[uid], True, self._leaf_jobs())
+            leaf.children.entries = kept
+            self.nodes[uid] = leaf
+            self._link(leaf)
+            self._mark(leaf)
+        return self
+
     def key_of(self, job: Job) -> tuple[Any, ...]:
         """The job's order key, taken when it is pushed (subclasses memoise it)."""
         return self.ssn.job_key(job)

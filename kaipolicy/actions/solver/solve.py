@@ -66,7 +66,7 @@ class JobSolver:
         self.start_shares = start_shares
         self.stats = SolverStats()
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._pending_jobs: list[Job] | None = None
+        self._pending_leaves: dict[str, list[tuple[Any, int, Job]]] | None = None
 
     def solve(self, job: Job) -> tuple[bool, Statement | None, list[Task]]:
         before = job.active_used
@@ -95,10 +95,12 @@ class JobSolver:
             self._victims = VictimSource(self.ssn, self._victims_fn())
         return self._victims
 
-    def pending_jobs(self) -> list[Job]:
-        if self._pending_jobs is None:
-            self._pending_jobs = [j for j in self.ssn.cluster.jobs.values() if j.has_pending]
-        return self._pending_jobs
+    def pending_leaves(self) -> dict[str, list[tuple[Any, int, Job]]]:
+        """The pending jobs in job order per leaf queue, as every simulation of this job orders them."""
+        if self._pending_leaves is None:
+            pending = [j for j in self.ssn.cluster.jobs.values() if j.has_pending]
+            self._pending_leaves = _KeyedOrder(self.ssn, self.job_keys).add(pending, JobFilter()).leaf_entries()
+        return self._pending_leaves
 
     def _solve_partial(self, partial: Job, recorded_tasks: list[Task], recorded_jobs: list[Job]) -> Solution | None:
         ssn = self.ssn
@@ -202,13 +204,12 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
     """Re-place the preemptor and the victims' jobs in job order, pipeline only; other pending
     jobs only take part in the ordering, as in the reference."""
     ssn = solver.ssn
-    jobs = {j.uid: j for j in solver.pending_jobs()}
-    victim_uids = set()
-    for t in victim_tasks:
-        victim_uids.add(t.job)
-        jobs[t.job] = ssn.cluster.jobs[t.job]
+    victim_uids = {t.job for t in victim_tasks}
+    jobs = {uid: ssn.cluster.jobs[uid] for uid in dict.fromkeys(t.job for t in victim_tasks)}
     jobs[preemptor.uid] = preemptor
-    order = _KeyedOrder(ssn, solver.job_keys).add(jobs.values(), JobFilter())
+    # the other pending jobs come in the order sorted once per solution (their keys do not change)
+    order = _KeyedOrder(ssn, solver.job_keys).add_sorted(solver.pending_leaves(), set(jobs))
+    order.add(jobs.values(), JobFilter())
     placed = False
     hopeless: set[Request] = set()
     while not order.empty():
