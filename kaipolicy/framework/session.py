@@ -68,6 +68,7 @@ class Session:
         self.binds: list[BindRecord] = []
         self.evictions: list[EvictionRecord] = []
         self.evicted: set[str] = set()          # uids of pods whose eviction was committed
+        self.status_changes: dict[str, int] = {}  # per job uid: how often its pods changed status
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
@@ -93,6 +94,11 @@ class Session:
             if group not in self._groups_taken:
                 return group
 
+    @property
+    def job_keys_pure(self) -> bool:
+        """Job order keys depend only on the job (no job-order rule consults the session)."""
+        return self._job_keys_pure
+
     def add_rules(self, rules: Iterable[Rule]) -> None:
         """Fill the hook slots, in the order given (tier by tier, plugin by plugin)."""
         for r in rules:
@@ -107,6 +113,7 @@ class Session:
 
     def set_status(self, task: Task, status: Status) -> None:
         task.status = status
+        self.status_changes[task.job] = self.status_changes.get(task.job, 0) + 1
         self.cache.pop(("tasks-to-allocate", task.job), None)
         self.cache.pop(("init-request", task.job), None)
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaipolicy.actions.ordering import JobFilter, JobsByQueue
+from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
 from kaipolicy.actions.solver.scenario import Scenario
@@ -66,7 +66,7 @@ class JobSolver:
         self.start_shares = start_shares
         self.stats = SolverStats()
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._pending_leaves: dict[str, list[tuple[Any, int, Job]]] | None = None
+        self._pending_order: SortedJobs | None = None
 
     def solve(self, job: Job) -> tuple[bool, Statement | None, list[Task]]:
         before = job.active_used
@@ -95,12 +95,20 @@ class JobSolver:
             self._victims = VictimSource(self.ssn, self._victims_fn())
         return self._victims
 
-    def pending_leaves(self) -> dict[str, list[tuple[Any, int, Job]]]:
-        """The pending jobs in job order per leaf queue, as every simulation of this job orders them."""
-        if self._pending_leaves is None:
-            pending = [j for j in self.ssn.cluster.jobs.values() if j.has_pending]
-            self._pending_leaves = _KeyedOrder(self.ssn, self.job_keys).add(pending, JobFilter()).leaf_entries()
-        return self._pending_leaves
+    def pending_order(self) -> SortedJobs:
+        """The pending jobs in job order per leaf queue, as the simulations order them. When job
+        keys depend only on the jobs (no job-order rule consults the session) it is shared by the
+        action's solutions: the pending jobs only ever leave it, and add_sorted sees them go."""
+        if self._pending_order is None:
+            memo = ("pending-order", self.action)
+            shared = self.ssn.cache.get(memo) if self.ssn.job_keys_pure else None
+            if shared is None:
+                pending = [j for j in self.ssn.cluster.jobs.values() if j.has_pending]
+                shared = _KeyedOrder(self.ssn, self.job_keys).add(pending, JobFilter()).sorted_jobs()
+                if self.ssn.job_keys_pure:
+                    self.ssn.cache[memo] = shared
+            self._pending_order = shared
+        return self._pending_order
 
     def _solve_partial(self, partial: Job, recorded_tasks: list[Task], recorded_jobs: list[Job]) -> Solution | None:
         ssn = self.ssn
@@ -207,9 +215,11 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
     victim_uids = {t.job for t in victim_tasks}
     jobs = {uid: ssn.cluster.jobs[uid] for uid in dict.fromkeys(t.job for t in victim_tasks)}
     jobs[preemptor.uid] = preemptor
-    # the other pending jobs come in the order sorted once per solution (their keys do not change)
-    order = _KeyedOrder(ssn, solver.job_keys).add_sorted(solver.pending_leaves(), set(jobs))
-    order.add(jobs.values(), JobFilter())
+    # the other pending jobs come in the order sorted before; those whose pods changed status
+    # since (a solution was committed, a simulation moved them) are sorted in again
+    order = _KeyedOrder(ssn, solver.job_keys)
+    changed = order.add_sorted(solver.pending_order(), set(jobs))
+    order.add([*(j for j in changed if j.has_pending), *jobs.values()], JobFilter())
     placed = False
     hopeless: set[Request] = set()
     while not order.empty():
