@@ -22,7 +22,9 @@ from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.builtins import topology
 from kaipolicy.errors import ConfigError, KaipolicyError
 from kaipolicy.framework.audit import Audit
+from kaipolicy.framework.closing import close_session
 from kaipolicy.framework.config import SchedulerConfig
+from kaipolicy.framework.coverage import Coverage
 from kaipolicy.framework.session import Session
 from kaipolicy.rules.bundle import Bundle
 from kaipolicy.rules.compile import BoundRule
@@ -53,6 +55,7 @@ class SessionRule:
         "label",
         "line",
         "message",
+        "mode",
         "name",
         "plugin",
         "reads",
@@ -69,6 +72,7 @@ class SessionRule:
         self.name = rule.name
         self.plugin = plugin
         self.label = f"{plugin}/{rule.name}"
+        self.mode = rule.mode
         self.file = rule.file
         self.line = rule.line
         self.weight = float(rule.weight)
@@ -96,6 +100,11 @@ def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, 
             raise ConfigError(f"plugin {option.name!r} is not in the rule bundle "
                               f"(known: {', '.join(sorted(bundle.plugins))})")
         instances.append((option.name, bundle.instantiate(option.name, option.arguments)))
+    # plugins that run wherever their file is in the bundle: after the configured ones, by name
+    listed = {option.name for option in config.plugins()}
+    for name, plugin in bundle.plugins.items():
+        if plugin.enable == "always" and name not in listed:
+            instances.append((name, bundle.instantiate(name)))
     k_value = next((float(inst.args.get("kValue", 1.0)) for name, inst in instances if name == "proportion"), 1.0)
     ssn = Session(cluster, config, builtins=BUILTINS, k_value=k_value, audit=audit, vectorize=vectorize)
     rules: list[SessionRule] = []
@@ -127,7 +136,7 @@ class CycleResult:
 
 
 def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, audit: Audit | None = None,
-              vectorize: bool = True) -> CycleResult:
+              vectorize: bool = True, coverage: Coverage | None = None) -> CycleResult:
     start = time.perf_counter()
     for name in config.actions:
         if name not in ACTIONS:
@@ -135,10 +144,14 @@ def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, aud
     with paused_gc():
         ssn = open_session(cluster, config, bundle, audit, vectorize)
         opened = time.perf_counter() - start
+        if coverage is not None:
+            coverage.new_cycle()
+            ssn.coverage = coverage
         timings: dict[str, float] = {}
         for name in config.actions:
             t0 = time.perf_counter()
             ACTIONS[name](ssn)
             timings[name] = time.perf_counter() - t0
         ssn.action = ""
+        close_session(ssn)
     return CycleResult(ssn, time.perf_counter() - start, timings, opened)

@@ -7,18 +7,20 @@ each job's fit error and start time, bind / eviction / pipeline counts per cycle
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kaipolicy.api.job import Job
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.api.task import Status
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
 from kaipolicy.cycle import CycleResult, paused_gc, run_cycle
-from kaipolicy.errors import ConfigError, RuleError, ScenarioError
+from kaipolicy.errors import ConfigError, RuleError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
-from kaipolicy.framework.outcome import EvictionRecord
+from kaipolicy.framework.coverage import Coverage
+from kaipolicy.framework.outcome import EvictionRecord, Outcome
 from kaipolicy.framework.session import Session
 
 WAITING = frozenset({Status.PENDING, Status.GATED})
@@ -30,20 +32,27 @@ class SimulationResult:
     cluster: ClusterInfo
     per_cycle: list[dict[str, Any]]   # counts, and `seconds` per phase (see cycle_seconds)
     evictions: list[tuple[int, EvictionRecord]]   # every cycle's, with its cycle number
+    rule_errors: list[tuple[int, Outcome]]         # every cycle's, with its cycle number
     last: Session
     audit: Audit
     seconds: list[float]
+    warnings: list[str] = field(default_factory=list)   # warn-mode rules' would-be denials, per cycle
 
     def report(self) -> dict[str, Any]:
         return _report(self)
 
 
-def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vectorize: bool = True) -> SimulationResult:
+def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vectorize: bool = True,
+             coverage: Coverage | None = None) -> SimulationResult:
+    """Every cycle of the scenario; the audit log is kept only when an enabled `audit` is given."""
     params = Params.from_scenario(scenario.params, scenario.stale_grace_seconds)
     config = config_from(scenario.config, actions=scenario.actions, params=params, where=f"{scenario.file}: config")
-    audit = audit or Audit()
+    audit = audit if audit is not None else Audit(enabled=False)
+    audit.source = scenario.file
+    warnings: list[str] = []
     per_cycle: list[dict[str, Any]] = []
     evictions: list[tuple[int, EvictionRecord]] = []
+    rule_errors: list[tuple[int, Outcome]] = []
     seconds: list[float] = []
     result = None
     cluster: ClusterInfo | None = None
@@ -58,16 +67,19 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
         audit.cycle = i + 1
         audit.bundle_hash = getattr(bundle, "hash", "")
         try:
-            result = run_cycle(cluster, config, bundle, audit, vectorize)
+            result = run_cycle(cluster, config, bundle, audit, vectorize, coverage)
         except (ConfigError, RuleError) as e:
-            raise ScenarioError(scenario.file, "config", str(e)) from e
+            raise scenario.error("config", str(e)) from e
         ssn = result.session
         evictions.extend((i + 1, e) for e in ssn.evictions)
+        rule_errors.extend((i + 1, e) for e in ssn.errors)
         per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
                           "pipelined": len(ssn.pipelines), "seconds": cycle_seconds(snapshot, result)})
         seconds.append(result.seconds)
+        warnings.extend(f"cycle {i + 1}: {w}" for w in ssn.warnings)
     assert result is not None and cluster is not None
-    return SimulationResult(scenario, cluster, per_cycle, evictions, result.session, audit, seconds)
+    return SimulationResult(scenario, cluster, per_cycle, evictions, rule_errors, result.session, audit, seconds,
+                            warnings)
 
 
 def cycle_seconds(snapshot: float, result: CycleResult) -> dict[str, float]:
@@ -84,8 +96,9 @@ def without_timings(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def simulate_file(path: str | Path, bundle: Any, vectorize: bool = True) -> SimulationResult:
-    return simulate(load_scenario(path), bundle, vectorize=vectorize)
+def simulate_file(path: str | Path, bundle: Any, vectorize: bool = True, audit: Audit | None = None,
+                  coverage: Coverage | None = None) -> SimulationResult:
+    return simulate(load_scenario(path), bundle, audit=audit, vectorize=vectorize, coverage=coverage)
 
 
 def _report(res: SimulationResult) -> dict[str, Any]:
@@ -108,7 +121,7 @@ def _report(res: SimulationResult) -> dict[str, Any]:
         # as the reference surfaces them: only for a job with pods still waiting (a running job's
         # errors come from re-placements tried inside the eviction solver's discarded simulations)
         waiting = any(t.status in WAITING for t in job.tasks.values())
-        fit = "; ".join(job.fit_errors) if job.fit_errors and waiting else None
+        fit = ("; ".join(job.fit_errors) if job.fit_errors else _not_tried(job, cluster)) if waiting else None
         jobs.append({"name": job.name, "queue": job.queue, "fitError": fit,
                      "lastStartSecondsAgo": None if job.last_start is None else round(now - job.last_start, 3)})
     last = res.per_cycle[-1]
@@ -117,6 +130,16 @@ def _report(res: SimulationResult) -> dict[str, Any]:
     return {"cycles": len(res.per_cycle), "tasks": tasks, "jobs": jobs, "binds": last["binds"],
             "evictions": last["evictions"], "pipelined": last["pipelined"], "perCycle": res.per_cycle,
             "nodes": nodes,
-            "ruleErrors": sorted({f"{e.rule}: {e.message}" for e in res.last.errors}),
+            "ruleErrors": sorted({f"{e.rule}: {e.message}" for _, e in res.rule_errors}),
+            # the scenario's own warnings (legal but hardly meant), then warn-mode rules' would-be denials
+            "warnings": [f"{path}: {message}" for path, message in res.scenario.warnings] + res.warnings,
             "evictionReasons": [{"cycle": c, "job": e.job, "task": e.task, "node": e.node, "action": e.action,
                                  "message": e.message, **e.reason} for c, e in res.evictions]}
+
+
+def _not_tried(job: Job, cluster: ClusterInfo) -> str | None:
+    """Why a job with pods to place was never tried at all, which leaves no fit error behind."""
+    reason = job.not_ready_reason()
+    if reason is None and job.has_pending and cluster.queues.get(job.queue) and cluster.queues[job.queue].children:
+        reason = f"queue {job.queue} has child queues: only jobs of leaf queues are scheduled"
+    return reason

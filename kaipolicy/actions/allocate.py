@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.placement import allocate_job
+from kaipolicy.framework.closing import job_failure
 from kaipolicy.framework.session import Session
 
 
@@ -26,12 +27,12 @@ def allocate(ssn: Session) -> None:
             if job.should_pipeline():
                 stmt.convert_allocated_to_pipelined(job.uid)
                 pipelined = True
-            stmt.commit()
-            ssn.audit.add("job", action="allocate", job=job.name, outcome="pipelined" if pipelined else "allocated")
+            stmt.commit()   # the audit log has its pods' task records and, at close, its outcome
             if not pipelined and not already_started:
                 job.last_start = ssn.cluster.now
             if job.has_tasks_to_allocate(True):
                 order.push(job)
         else:
             stmt.discard()
-            ssn.audit.add("job", action="allocate", job=job.name, outcome="pending", reasons=list(job.fit_errors))
+            if ssn.audit.enabled:
+                ssn.audit.add("job", **job_failure(ssn, job, "allocate"))

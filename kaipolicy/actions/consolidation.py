@@ -22,7 +22,7 @@ from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import tasks_to_allocate
 
 ACTION = "consolidation"
-RULE = "consolidation/all-victims-placed-again"
+RULE = "(every victim placed again)"  # built into the action, not a rule of the bundle
 
 
 def consolidation(ssn: Session) -> None:
@@ -44,7 +44,7 @@ def enough_gpus(ssn: Session, job: Job) -> bool:
     """The cluster's idle plus releasing GPUs (and GPU memory) cover the job's next tasks."""
     gpus = memory = 0.0
     for node in ssn.node_list:
-        if node.unschedulable:
+        if not node.ready:
             continue
         gpus += node.idle_gpus_total() + node.releasing_gpus_total()
         memory += _free_gpu_memory(node)

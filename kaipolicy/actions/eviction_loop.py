@@ -9,6 +9,7 @@ from kaipolicy.actions.ordering import JobsByQueue
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.api.job import Job
 from kaipolicy.api.task import Task
+from kaipolicy.framework.closing import job_failure
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
 
@@ -23,13 +24,23 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
         job = order.pop()
         if job is None:
             break
+        ssn.refusals.clear()
         if admit is not None and not admit(job):
+            if ssn.audit.enabled:
+                ssn.audit.add("job", **job_failure(ssn, job, action))
             continue
         if failed.skip(job):
+            if ssn.audit.enabled:
+                ssn.audit.add("job", action=action, job=job.name, namespace=job.namespace, queue=job.queue,
+                              outcome="skipped", reason="a job with the same requirements already failed "
+                                                        f"in {action} this cycle")
             continue
         solved, stmt, victims = attempt(job)
         if solved and stmt is not None:
             stmt.commit()
-            ssn.audit.add("job", action=action, job=job.name, outcome=outcome, victims=[t.key for t in victims])
+            ssn.audit.add("job", action=action, job=job.name, namespace=job.namespace, queue=job.queue,
+                          outcome=outcome, victims=[t.key for t in victims])
         else:
             failed.remember(job)
+            if ssn.audit.enabled:
+                ssn.audit.add("job", **job_failure(ssn, job, action))

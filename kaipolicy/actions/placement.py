@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -16,8 +17,11 @@ from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import gpusharing
+from kaipolicy.framework import verdicts as verdicts_of
+from kaipolicy.framework.audit import RESOURCES_RULE, Rejections
 from kaipolicy.framework.fits import fits_mask, valid_portions
 from kaipolicy.framework.nodetable import NodeVector
+from kaipolicy.framework.outcome import Outcome
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import in_order, tasks_to_allocate
@@ -30,6 +34,7 @@ def allocate_job(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, pip
     if not gate.ok:
         if not pipeline_only:
             job.add_fit_error(gate.message)
+            ssn.note_denial(job, gate)
         return False
     return _sub_group_set(ssn, stmt, nodes, job, job.root, tasks, pipeline_only)
 
@@ -73,56 +78,91 @@ def _tasks_on(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, tasks:
     for index, task in enumerate(tasks):
         if not allocate_task(ssn, stmt, nodes, job, task, pipeline_only):
             _record_failure(job, task, index)
+            if not pipeline_only:
+                ps = job.pod_sets[task.sub_group]
+                ssn.gangs_short[job.uid] = {"placed": index, "needed": ps.min_available, "task": task.name,
+                                            "why": job.task_fit_errors.get(task.uid, ""),
+                                            "subGroup": ps.name if len(job.pod_sets) > 1 else ""}
             return False
     return True
 
 
 SCALAR_PROBES = 4  # fitting nodes checked one by one before the rest are filtered as a vector
+RUNNER_UP_PROBES = 8  # candidates after the chosen node searched for the audit log's runner-up
 
 
 def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job, task: Task,
                   pipeline_only: bool) -> bool:
     """Best-scored node that fits and passes every predicate, as the reference walks them."""
+    audit = ssn.audit.enabled and not pipeline_only   # the solver's what-if placements are not logged
     pre = ssn.pre_predicate(task, job)
     if not pre.ok:
         job.task_fit_errors[task.uid] = pre.message
+        if audit:
+            ssn.audit.add("task", action=ssn.action, job=job.name, namespace=job.namespace, task=task.name,
+                          outcome="unplaced", node=None, nodes=len(nodes),
+                          deniedBy={"rule": pre.rule, "message": pre.message})
         return False
     view = ssn.table.view(nodes)
     fits = fits_mask(view, task, with_releasing=True)
     reasons: Counter[str] = Counter()
+    rejections = Rejections(ssn.audit.detail) if audit else None
     if fits.any():
-        for i, verdict in _candidates(ssn, task, job, nodes, view.index, fits):
+        ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes), fits, view.index, SCALAR_PROBES))
+        verdicts: dict[int, Outcome | None] = {}   # by position in `nodes`, once judged as a vector
+        k = 0
+        while (i := ranking.at(k)) is not None:
             node = nodes[i]
+            if k == SCALAR_PROBES:
+                rest = ranking.rest(k)
+                verdicts.update(zip(rest, ssn.predicate_results(task, job, [nodes[r] for r in rest])))
+            verdict = verdicts[i] if k >= SCALAR_PROBES else ssn.predicate_on(task, job, node)
+            k += 1
             if verdict is not None:
-                reasons[verdict] += 1
-            elif _place(ssn, stmt, task, node, pipeline_only):
-                if ssn.audit.enabled:
-                    ssn.audit.add("task", action=ssn.action, job=job.name, task=task.name, node=node.name,
-                                  outcome=task.status.value, pipelineOnly=pipeline_only,
-                                  scores=ssn.score_breakdown(node, i), rejected=dict(reasons.most_common(5)))
+                reasons[verdict.message] += 1
+                if rejections is not None:
+                    rejections.add(verdict.rule, node.name, verdict.message)
+                continue
+            runner_up = _runner_up(ssn, task, job, nodes, ranking, k, verdicts) if audit else None
+            shadows = verdicts_of.shadow_predicates(ssn, task, job, node) if ssn.shadowing and not pipeline_only else []
+            if _place(ssn, stmt, task, node, pipeline_only):
+                if rejections is not None:
+                    _audit_placed(ssn, job, task, (i, runner_up), nodes, rejections)
+                if shadows:
+                    verdicts_of.record_shadows(ssn, shadows, task, job, node)
                 return True
     if not pipeline_only:
         idle = fits_mask(view, task, with_releasing=False)
-        for reason, count in _insufficient(view, task, ~fits & ~idle):
+        short = ~fits & ~idle
+        for reason, count in _insufficient(view, task, short):
             reasons[reason] += count
         job.task_fit_errors[task.uid] = _summary(len(nodes), reasons)
-        if ssn.audit.enabled:
-            ssn.audit.add("task", action=ssn.action, job=job.name, task=task.name, node=None, outcome="unplaced",
-                          rejected=dict(reasons.most_common(5)))
+        if rejections is not None:
+            lacking = [nodes[int(r)] for r in np.flatnonzero(short)]
+            _audit_unplaced(ssn, job, task, len(nodes), lacking, rejections)
     return False
 
 
-def _candidates(ssn: Session, task: Task, job: Job, nodes: Sequence[Node], rows: np.ndarray,
-                fits: np.ndarray) -> Iterator[tuple[int, str | None]]:
-    """Positions of the fitting nodes best score first (equal scores by name), each with its
-    predicate verdict: the first few one by one (most tasks land on the first), the rest in one
-    vector pass."""
-    ranked = best_first(ssn.node_scores(task, job, nodes), fits, rows, SCALAR_PROBES)
-    for _, i in zip(range(SCALAR_PROBES), ranked):
-        yield i, ssn.predicate_on(task, job, nodes[i])
-    rest = list(ranked)
-    if rest:
-        yield from zip(rest, ssn.predicate_results(task, job, [nodes[i] for i in rest]))
+class _Ranking:
+    """The fitting nodes' positions best first, drawn from `best_first` as far as they are asked for."""
+
+    def __init__(self, order: Iterator[int]) -> None:
+        self._order = order
+        self._seen: list[int] = []
+
+    def at(self, k: int) -> int | None:
+        """The k-th best position, or None past the last."""
+        while len(self._seen) <= k:
+            nxt = next(self._order, None)
+            if nxt is None:
+                return None
+            self._seen.append(nxt)
+        return self._seen[k]
+
+    def rest(self, k: int) -> list[int]:
+        """Every position from the k-th on."""
+        self._seen.extend(self._order)
+        return self._seen[k:]
 
 
 def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes: int) -> Iterator[int]:
@@ -145,6 +185,66 @@ def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes
         yield pick
     order = np.lexsort((rows, -scores))
     yield from order[open_[order]].tolist()
+def _runner_up(ssn: Session, task: Task, job: Job, nodes: Sequence[Node], ranking: _Ranking, k: int,
+               verdicts: dict[int, Outcome | None]) -> int | None:
+    """Position in `nodes` of the first candidate from the k-th on that passes every predicate
+    (looked for among the next few only, before the chosen node is taken), or None."""
+    for j in range(k, k + RUNNER_UP_PROBES):
+        i = ranking.at(j)
+        if i is None:
+            return None
+        if (verdicts[i] is None) if i in verdicts else verdicts_of.passes_predicates(ssn, task, job, nodes[i]):
+            return i
+    return None
+
+
+def _audit_placed(ssn: Session, job: Job, task: Task, chosen: tuple[int, int | None], nodes: Sequence[Node],
+                  rejections: Rejections) -> None:
+    index, runner_up = chosen
+    indices = [index] if runner_up is None else [index, runner_up]
+    sheets = [{"node": nodes[i].name, **s} for i, s in zip(indices, verdicts_of.scores_at(ssn, indices))]
+    scores: dict[str, Any] = {"chosen": sheets[0], "runnerUp": sheets[1] if len(sheets) > 1 else None}
+    ssn.audit.add("task", action=ssn.action, job=job.name, namespace=job.namespace, task=task.name,
+                  outcome=task.status.value.lower(), node=nodes[index].name, nodes=len(nodes),
+                  rejected=rejections.records(), scores=scores)
+
+
+def _audit_unplaced(ssn: Session, job: Job, task: Task, n_nodes: int, lacking: list[Node],
+                    rejections: Rejections) -> None:
+    closest: tuple[tuple[float, ...], Node, str] | None = None
+    for node in lacking:
+        rank, text = _shortfall(node, task)
+        rejections.add(RESOURCES_RULE, node.name, text)
+        if closest is None or rank < closest[0]:
+            closest = (rank, node, text)
+    if closest is not None:
+        rejections.sample(RESOURCES_RULE, closest[1].name, closest[2])
+    ssn.audit.add("task", action=ssn.action, job=job.name, namespace=job.namespace, task=task.name,
+                  outcome="unplaced", node=None, nodes=n_nodes, rejected=rejections.records())
+
+
+def _shortfall(node: Node, task: Task) -> tuple[tuple[float, ...], str]:
+    """How far `node` is from taking the task: a rank (fewer and smaller gaps first) and a phrase."""
+    req, free = task.request, node.non_allocated()
+    gaps: list[tuple[float, str]] = []
+    gpu_gap = req.gpus - free.gpus
+    if gpu_gap > 1e-9:
+        gaps.append((gpu_gap, f"{gpu_gap:g} GPU" + ("" if gpu_gap <= 1 else "s")))
+    elif req.is_shared and not node.fits_idle_or_releasing(task):
+        gaps.append((req.gpus, f"a GPU with {req.gpus:g} of it free"))
+    if req.cpu > free.cpu:
+        gaps.append(((req.cpu - free.cpu) / 1000, f"{(req.cpu - free.cpu) / 1000:g} CPU cores"))
+    if req.memory > free.memory:
+        gaps.append(((req.memory - free.memory) / 1e9, f"{(req.memory - free.memory) / 1e9:.3g} GB memory"))
+    for name, n in req.mig:
+        if free.mig.get(name, 0) < n:
+            gaps.append((n - free.mig.get(name, 0), f"{n - free.mig.get(name, 0)} {name}"))
+    if free.pods < 1:
+        gaps.append((1.0, "a pod slot"))
+    if not gaps:
+        return (0.0,), f"node {node.name} cannot take the request as a whole"
+    rank = (float(len(gaps)), *sorted((g for g, _ in gaps), reverse=True))
+    return rank, f"node {node.name} lacks " + " and ".join(text for _, text in gaps)
 
 
 def _place(ssn: Session, stmt: Statement, task: Task, node: Node, pipeline_only: bool) -> bool:

@@ -35,7 +35,9 @@ def has_live_pod(ssn: Session, job: Job) -> bool:
 
 
 def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None, list[Task]]:
-    if not ssn.non_preemptible_over_quota(job, tasks_to_allocate(ssn, job, False)).ok:
+    gate = ssn.non_preemptible_over_quota(job, tasks_to_allocate(ssn, job, False))
+    if not gate.ok:
+        ssn.note_denial(job, gate)
         return False, None, []
 
     def victims() -> list[Job]:

@@ -28,7 +28,14 @@ def reclaim(ssn: Session) -> None:
     rules = ", ".join([*ssn.allowing_rules("canReclaim")[:1], *ssn.allowing_rules("reclaimVictimFilter"),
                        *ssn.allowing_rules("reclaimScenarioValidator")])
     solve_in_order(ssn, ACTION, "reclaimed", order, failed, lambda job: _attempt(ssn, job, rules),
-                   admit=lambda job: ssn.can_reclaim(job).ok)
+                   admit=lambda job: _admit(ssn, job))
+
+
+def _admit(ssn: Session, job: Job) -> bool:
+    verdict = ssn.can_reclaim(job)
+    if not verdict.ok:
+        ssn.note_denial(job, verdict)
+    return verdict.ok
 
 
 def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None, list[Task]]:

@@ -2,8 +2,8 @@
 the same scheduling constraints that are not easier are skipped without trying.
 
 "Same constraints" is the reference's signature: per pod set its topology constraints (and its
-ancestors'), and per pod not yet placed its node and pod affinity, priority and legacy-MIG flag
-(what kube places by, not how much it asks). "Easier" compares the pending pods' requests
+ancestors'), and per pod not yet placed its node selector, node and pod affinity, tolerations,
+priority and legacy-MIG flag (what kube places by, not how much it asks). "Easier" compares the pending pods' requests
 sorted ascending: fewer pods is easier, and otherwise the first pair that differs decides.
 The reference keeps one record per queue in reclaim and preempt, one overall in consolidation.
 """
@@ -20,7 +20,8 @@ from kaipolicy.framework.session import Session
 
 
 def _pod_signature(task: Task, job: Job) -> tuple[Any, ...]:
-    return (task.node_affinity, task.pod_affinity or (), job.priority, task.legacy_mig)
+    return (task.node_affinity, task.node_selector, task.affinity_terms, task.tolerations, task.pod_affinity or (),
+            job.priority, task.legacy_mig)
 
 
 def _pod_set_signature(ps: PodSet, job: Job) -> tuple[Any, ...]:

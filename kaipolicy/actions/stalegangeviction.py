@@ -29,7 +29,7 @@ def stalegangeviction(ssn: Session) -> None:
         stmt = ssn.statement()
         for task in sorted(victims, key=lambda t: t.order):
             stmt.evict(task, gang_eviction_message(task, job), {
-                "job": f"{job.namespace}/{job.name}", "action": ACTION,
+                "job": job.key, "action": ACTION,
                 "rule": f"gang below its minimum for {now - job.stale_since:g}s (grace period {grace:g}s)",
             })
         stmt.commit()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kaipolicy.api.resources import Resources
-from kaipolicy.api.task import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, Status, Task
+from kaipolicy.api.task import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, Status, Task, qualified
 
 DEFAULT_SUB_GROUP = "default"
 
@@ -100,6 +100,11 @@ class Job(CountsTasks):
     fit_errors: list[str] = field(default_factory=list)
     task_fit_errors: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def key(self) -> str:
+        """namespace/name (see `qualified`)."""
+        return qualified(self.namespace, self.name)
+
     def add_task(self, task: Task) -> None:
         self.tasks[task.uid] = task
         self.pod_sets[task.sub_group].tasks[task.uid] = task
@@ -117,6 +122,24 @@ class Job(CountsTasks):
 
     def gang_satisfied(self) -> bool:
         return all(ps.gang_satisfied() for ps in self.pod_sets.values())
+
+    def not_ready_reason(self) -> str | None:
+        """Why a job with pending or gated pods is not even tried (too few pods for a gang), in the
+        words of the reference's "not ready" event; None when it is ready or has nothing to place."""
+        gated = frozenset({Status.GATED})
+        if self.ready() or (not self.has_pending and not self.count(gated)):
+            return None
+        message = "Job is not ready for scheduling."
+        for ps in self.pod_sets.values():
+            if ps.ready():
+                continue
+            alive, n_gated = ps.count(ALIVE), ps.count(gated)
+            if ps.name == DEFAULT_SUB_GROUP:
+                message += f" Waiting for {ps.min_available} pods, currently {alive} exist, {n_gated} are gated"
+            else:
+                message += (f" Waiting for {ps.min_available} pods for SubGroup {ps.name}, currently {alive} "
+                            f"exist, {n_gated} are gated.")
+        return message
 
     def is_elastic(self) -> bool:
         return any(ps.is_elastic() for ps in self.pod_sets.values())

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from kaipolicy.api.resources import Request, RequestType, Resources, mig_gpu_portion
-from kaipolicy.api.task import ACTIVE_USED, Status, Task
+from kaipolicy.api.task import ACTIVE_USED, Status, Task, qualified
 
 DEFAULT_GPU_MEMORY = 100
 
@@ -36,11 +36,24 @@ class PodOnNode:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return qualified(self.namespace, self.name)
 
     @property
     def is_shared_allocation(self) -> bool:
         return self.accepted is not None and self.accepted.is_shared
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint; `NoSchedule` and `NoExecute` keep off pods that do not tolerate it."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+#: Node conditions that keep new pods off a node, as the reference checks them.
+NODE_CONDITIONS = ("NotReady", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 
 
 #: What `Node.snapshot()` keeps: idle, used, releasing, tasks, shared used / releasing /
@@ -59,6 +72,9 @@ class Node:
     mig_enabled: bool = False
     mig_strategy: str = "none"
     unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    conditions: tuple[str, ...] = ()       # of NODE_CONDITIONS: why the node takes no new pods
+    other_pods: Resources | None = None    # held by pods this scheduler does not manage
     index: int = 0                         # row in the session's node table
     idle: Resources = field(init=False)
     used: Resources = field(init=False)
@@ -74,6 +90,10 @@ class Node:
         self.idle = self.allocatable.clone()
         self.used = Resources()
         self.releasing = Resources()
+        if self.other_pods is not None:
+            # pods of other schedulers (and DaemonSets) are used, never releasing, never victims
+            self.used.add(self.other_pods, +1)
+            self.idle.add(self.other_pods, -1)
 
     # ---- static facts -------------------------------------------------------------------
     @property
@@ -89,6 +109,19 @@ class Node:
     @property
     def cpu_only(self) -> bool:
         return not self.mig_enabled and self.allocatable.gpus <= 0
+
+    @property
+    def ready(self) -> bool:
+        """Takes new pods: not cordoned and no bad condition (the reference's node-ready check)."""
+        return not self.unschedulable and not self.conditions
+
+    @property
+    def not_ready_reason(self) -> str:
+        return ", ".join(f"node has {c} condition" for c in self.conditions)
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.taints)
 
     # ---- read-only names the rules see (CEL camelCase -> these attributes) ----------------
     @property

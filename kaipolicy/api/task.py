@@ -32,6 +32,42 @@ DEFAULT_SUB_GROUP = "default"
 WHOLE_GPU = "-2"  # marks "a whole idle device" among the GPUs a shared task may take
 
 
+def qualified(namespace: str, name: str) -> str:
+    """namespace/name, as messages name a pod or a job. A live cluster's snapshot already names its
+    tasks and jobs `namespace/name` (they must be unique across namespaces): those are not prefixed
+    a second time."""
+    return name if name.startswith(f"{namespace}/") else f"{namespace}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node-selector requirement: `key` `operator` `values` (In, NotIn, Exists, DoesNotExist,
+    Gt, Lt), as in a pod's required node affinity."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A node-selector term: every expression (on labels) and field (`metadata.name`) holds."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """Tolerates taints with this key (any key when empty and `Exists`), value and effect
+    (every effect when empty)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class PodAffinity:
     labels: tuple[tuple[str, str], ...]
@@ -54,7 +90,10 @@ class Task:
     sub_group: str = DEFAULT_SUB_GROUP
     priority: int | None = None  # order inside the job; None = no label
     labels: dict[str, str] = field(default_factory=dict)
-    node_affinity: tuple[str, ...] = ()
+    node_affinity: tuple[str, ...] = ()   # values of the node label kai.scheduler/type (scenario shorthand)
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity_terms: tuple[AffinityTerm, ...] = ()   # required node affinity: one term must hold
+    tolerations: tuple[Toleration, ...] = ()
     pod_affinity: PodAffinity | None = None
     legacy_mig: bool = False
     created: float = 0.0         # seconds since the epoch of the scenario
@@ -65,11 +104,16 @@ class Task:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return qualified(self.namespace, self.name)
 
     @property
     def is_shared_allocation(self) -> bool:
         return self.accepted is not None and self.accepted.is_shared
+
+    @property
+    def has_node_affinity(self) -> bool:
+        """The pod restricts its nodes by label (selector or required node affinity)."""
+        return bool(self.node_affinity or self.node_selector or self.affinity_terms)
 
     @property
     def cpu_only(self) -> bool:

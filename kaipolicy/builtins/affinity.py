@@ -1,11 +1,12 @@
-"""Node filters about kinds and neighbours: GPU resource type, node affinity, pod (anti-)affinity."""
+"""Node filters about kinds and neighbours: GPU resource type, node selector and affinity, taints,
+pod (anti-)affinity. Selector, affinity and taint matching follow Kubernetes' own rules."""
 
 from __future__ import annotations
 
-from kaipolicy.api.node import Node
+from kaipolicy.api.node import Node, Taint
 from kaipolicy.api.resources import RequestType
 from kaipolicy.api.snapshot import ClusterInfo
-from kaipolicy.api.task import ACTIVE_USED, Task
+from kaipolicy.api.task import ACTIVE_USED, AffinityTerm, Requirement, Task, Toleration
 
 NODE_TYPE_LABEL = "kai.scheduler/type"
 
@@ -29,9 +30,58 @@ def resource_type_error(task: Task, node: Node) -> str:
 
 
 def node_affinity_matches(task: Task, node: Node) -> bool:
-    if not task.node_affinity:
+    """The node has every nodeSelector label, and one required node-affinity term holds."""
+    if task.node_affinity and node.labels.get(NODE_TYPE_LABEL) not in task.node_affinity:
+        return False
+    if any(node.labels.get(k) != v for k, v in task.node_selector):
+        return False
+    return not task.affinity_terms or any(_term_holds(t, node) for t in task.affinity_terms)
+
+
+def _term_holds(term: AffinityTerm, node: Node) -> bool:
+    # an empty term selects no node, as in Kubernetes
+    if not term.expressions and not term.fields:
+        return False
+    return (all(_requirement_holds(r, node.labels.get(r.key)) for r in term.expressions)
+            and all(_requirement_holds(r, node.name if r.key == "metadata.name" else None) for r in term.fields))
+
+
+def _requirement_holds(req: Requirement, value: str | None) -> bool:
+    op = req.operator
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and len(req.values) == 1:
+        try:
+            have, bound = int(value), int(req.values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def untolerated_taint(task: Task, node: Node) -> str:
+    """The first NoSchedule / NoExecute taint of the node the task does not tolerate, as the
+    Kubernetes filter reports it; '' when there is none."""
+    for taint in node.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in task.tolerations):
+            return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+    return ""
+
+
+def _tolerates(tol: Toleration, taint: Taint) -> bool:
+    if tol.effect and tol.effect != taint.effect:
+        return False
+    if tol.key and tol.key != taint.key:
+        return False
+    if tol.operator == "Exists":
         return True
-    return node.labels.get(NODE_TYPE_LABEL) in task.node_affinity
+    return tol.operator in ("", "Equal") and tol.value == taint.value
 
 
 def _matches(labels: dict[str, str], selector: tuple[tuple[str, str], ...]) -> bool:

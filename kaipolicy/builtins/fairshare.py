@@ -126,9 +126,12 @@ class Shares:
     def build(cls, cluster: ClusterInfo, k_value: float = 1.0) -> Shares:
         s = cls(cluster, k_value)
         for node in cluster.nodes.values():
-            s.total["cpu"] += node.allocatable.cpu
-            s.total["memory"] += node.allocatable.memory
-            s.total["gpu"] += node.allocatable.gpus + node.mig_gpu_slices()
+            if not node.ready:
+                continue  # the reference counts no capacity on cordoned or unhealthy nodes
+            other = node.other_pods
+            s.total["cpu"] += node.allocatable.cpu - (other.cpu if other else 0.0)
+            s.total["memory"] += node.allocatable.memory - (other.memory if other else 0.0)
+            s.total["gpu"] += node.allocatable.gpus + node.mig_gpu_slices() - (other.gpus if other else 0.0)
         for q in cluster.queues.values():
             qs = QueueShare(q)
             for r in RESOURCES:

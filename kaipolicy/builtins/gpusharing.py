@@ -58,12 +58,22 @@ def choose_groups(node: Node, task: Task, fitting: list[str], pipeline_only: boo
 
 
 def needs_new_group(node: Node, task: Task, score: Callable[[str], float]) -> bool:
-    """Would placing the task here open a new group (the predicates' pod-slot check)?"""
+    """Would the task land in a group without a reservation pod yet (the predicates' pod-slot
+    check: such a group needs a slot for that pod too)?"""
     fitting = fitting_gpus(node, task, score)
     now = choose_groups(node, task, fitting, False, mint=lambda: "new")
     if now is not None and not now.releasing:
-        return "new" in now.groups
+        return any(not _has_reservation_pod(g) for g in now.groups)
     later = choose_groups(node, task, fitting, True, mint=lambda: "new")
     if later is not None:
-        return "new" in later.groups
+        return any(not _has_reservation_pod(g) for g in later.groups)
     return True
+
+
+def _has_reservation_pod(group: str) -> bool:
+    """The reference's test (predicates' isNewGpuGroup): a group whose id is an integer existed
+    before this cycle and has its reservation pod; any other id is new. That includes a group
+    opened earlier in this same cycle (our minted ids are never numbers, like its UUIDs), whose
+    reservation pod holds no slot yet: joining it needs two free pod slots, as opening it did."""
+    text = group[1:] if group[:1] in "+-" else group
+    return text.isascii() and text.isdigit() and -(2**63) <= int(group) < 2**63

@@ -219,7 +219,7 @@ def _holds_job_pod(pod_sets: Sequence[PodSet], domain: Domain) -> bool:
 
 
 def _no_match(job: Job, group: Any, tree: Tree, *details: str) -> str:
-    who = f"job <{job.namespace}/{job.name}>"
+    who = f"job <{job.key}>"
     if group.name and group.name != DEFAULT_SUB_GROUP:
         who += f", subgroup {group.name}"
     tail = f": {', '.join(details)}" if details else ""

@@ -12,16 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from kaipolicy import yamlsafe
 from kaipolicy.api.job import DEFAULT_SUB_GROUP, Job, PodSet, SubGroupSet, TopologyConstraint
-from kaipolicy.api.node import DEFAULT_GPU_MEMORY, Node
+from kaipolicy.api.node import DEFAULT_GPU_MEMORY, Node, Taint
 from kaipolicy.api.queue import Quantities, Queue
 from kaipolicy.api.resources import Request, Resources
 from kaipolicy.api.snapshot import ClusterInfo, Topology
-from kaipolicy.api.task import HOLDS_NODE, PodAffinity, Status, Task
+from kaipolicy.api.task import HOLDS_NODE, AffinityTerm, PodAffinity, Requirement, Status, Task, Toleration
+from kaipolicy.cache.scenario_checks import warnings as scenario_warnings
+from kaipolicy.cache.scenario_paths import elem, keys
 from kaipolicy.cache.scenario_schema import validate_scenario
-from kaipolicy.errors import ScenarioError
+from kaipolicy.errors import ScenarioError, YamlError
 
 PARAM_DEFAULTS: dict[str, Any] = {
     "maxConsolidationPreemptees": 16,
@@ -48,31 +49,56 @@ class Scenario:
     last_start: dict[str, float] = field(default_factory=dict)
     stale_since: dict[str, float] = field(default_factory=dict)
     now: float = 0.0
+    # (key path, message): legal but hardly meant (docs/scenarios.md); reports print them
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    text: str | None = field(default=None, repr=False)   # the file's text, to place later errors
 
     def snapshot(self) -> ClusterInfo:
         return _build(self)
+
+    def error(self, path: str, message: str) -> ScenarioError:
+        """A ScenarioError at `path` (a rendered key path), with its line when the text is known."""
+        place = yamlsafe.positions(self.text, [keys(self.doc, path)])[0] if self.text is not None else None
+        return ScenarioError(self.file, path, message, *(place or (0, 0)))
 
     def settle(self, cluster: ClusterInfo) -> None:
         _settle(self, cluster)
 
 
+#: What a scenario file may cost (docs/scenarios.md): 32 MiB of UTF-8, 32 levels of nesting, and
+#: aliases that add at most 200,000 values in all (a 2 MB scenario holds about 220,000).
+LIMITS = yamlsafe.Limits(max_bytes=32 * 2**20, max_depth=32, alias_values=200_000, what="scenario")
+
+
 def load_scenario(path: str | Path) -> Scenario:
+    """Read, parse and validate a scenario file; every refusal is a ScenarioError naming the file
+    and the line (and the key path once the YAML has been read)."""
     file = str(path)
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ScenarioError(file, "", f"cannot read: {e.strerror}") from e
+        text = yamlsafe.read_text(path, LIMITS)
+        doc = yamlsafe.load(text, file, LIMITS)
+    except YamlError as e:
+        raise ScenarioError(file, "", e.message, e.line, e.column) from None
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ScenarioError(file, where, f"not valid YAML: {getattr(e, 'problem', e)}") from e
-    return scenario_from_doc(doc, file)
+        scn = scenario_from_doc(doc, file)
+    except ScenarioError as e:
+        if e.line:
+            raise
+        place = yamlsafe.positions(text, [keys(doc, e.path)])[0] if doc is not None else None
+        raise ScenarioError(file, e.path, e.message, *(place or (1, 1))) from None
+    scn.text = text
+    if scn.warnings:
+        places = yamlsafe.positions(text, [keys(doc, path) for path, _ in scn.warnings])
+        scn.warnings = [(f"{path} (line {place[0]})" if place else path, message)
+                        for (path, message), place in zip(scn.warnings, places, strict=True)]
+    return scn
 
 
-def scenario_from_doc(doc: Any, file: str = "<scenario>") -> Scenario:
-    validate_scenario(doc, file)
+def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True) -> Scenario:
+    """`validate=False` is for documents a trusted producer built (the live cluster source, every
+    cycle): the schema check costs several times the build on a large cluster."""
+    if validate:
+        validate_scenario(doc, file)
     params = dict(PARAM_DEFAULTS)
     params.update(doc.get("params") or {})
     scn = Scenario(
@@ -86,7 +112,31 @@ def scenario_from_doc(doc: Any, file: str = "<scenario>") -> Scenario:
             scn.last_start[j["name"]] = -60.0 * float(j["lastStartMinutesAgo"])
         if j.get("staleSeconds") is not None:
             scn.stale_since[j["name"]] = -float(j["staleSeconds"])
+    # Build the first snapshot once now, so that a cluster the model cannot hold is refused at
+    # load and an overcommitted node is named before any cycle runs.
+    scn.warnings = scenario_warnings(doc) + _overcommitted(_build(scn))
     return scn
+
+
+def _overcommitted(cluster: ClusterInfo) -> list[tuple[str, str]]:
+    """Nodes whose pods hold more than they have. Kept, as the reference keeps them (its node
+    accounting goes negative and nothing new fits until pods leave), but said out loud."""
+    out = []
+    for node in cluster.nodes.values():
+        free = node.idle.plus(node.releasing)
+        over = [f"{what} {-amount:g} over" for what, amount in
+                (("cpuMillis", free.cpu), ("memoryBytes", free.memory), ("pods", free.pods)) if amount < -1e-9]
+        devices = node.used_gpus_total()
+        if devices > node.allocatable.gpus + 1e-9:
+            over.append(f"GPUs {devices} in use of {node.allocatable.gpus:g}")
+        over.extend(f"GPU group {g!r} {used} MiB of {node.gpu_memory}" for g, used in node.shared_used.items()
+                    if used > node.gpu_memory)
+        over.extend(f"{name} {-n:g} over" for name, n in free.mig.items() if n < -1e-9)
+        if over:
+            message = (f"the pods on node {node.name!r} hold more than it has ({'; '.join(over)}): "
+                       "nothing new fits there until pods leave")
+            out.append((elem("nodes", {"name": node.name}, node.index), message))
+    return out
 
 
 # ---- building one snapshot ------------------------------------------------------------------
@@ -104,7 +154,13 @@ def _queue(spec: dict[str, Any], parent: str | None) -> Queue:
         limit=_quantities(spec.get("limit"), -1.0),
         over_quota_weight=_quantities(spec.get("overQuotaWeight"), 1.0),
         created=int(spec.get("creationOrder", 0)),
+        preempt_min_runtime=_seconds(spec.get("preemptMinRuntimeSeconds")),
+        reclaim_min_runtime=_seconds(spec.get("reclaimMinRuntimeSeconds")),
     )
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _queues(doc: dict[str, Any]) -> dict[str, Queue]:
@@ -143,8 +199,35 @@ def _node(spec: dict[str, Any], index: int) -> Node:
         labels=labels, gpu_memory=memory, gpu_memory_synced=synced, mig_enabled=mig_enabled,
         mig_strategy=(label_strategy if label_strategy in ("single", "mixed") else "none") if mig_enabled
         else "none",
-        unschedulable=bool(spec.get("unschedulable", False)), index=index,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        taints=tuple(Taint(t["key"], str(t.get("value", "")), t.get("effect", "NoSchedule"))
+                     for t in spec.get("taints") or ()),
+        conditions=tuple(spec.get("conditions") or ()), other_pods=_other_pods(spec.get("otherPods")),
+        index=index,
     )
+
+
+def _other_pods(spec: dict[str, Any] | None) -> Resources | None:
+    if not spec:
+        return None
+    return Resources(float(spec.get("cpuMillis", 0)), float(spec.get("memoryBytes", 0)),
+                     float(spec.get("gpus", 0)), float(spec.get("count", 0)))
+
+
+def _requirements(specs: list[dict[str, Any]] | None) -> tuple[Requirement, ...]:
+    return tuple(Requirement(r["key"], r["operator"], tuple(str(v) for v in r.get("values") or ()))
+                 for r in specs or ())
+
+
+def _node_constraints(spec: dict[str, Any]) -> dict[str, Any]:
+    """Task fields from the optional nodeSelector, requiredNodeAffinity and tolerations keys."""
+    return {
+        "node_selector": tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
+        "affinity_terms": tuple(AffinityTerm(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
+                                for t in spec.get("requiredNodeAffinity") or ()),
+        "tolerations": tuple(Toleration(t.get("key", ""), t.get("operator", "Equal"), str(t.get("value", "")),
+                                        t.get("effect", "")) for t in spec.get("tolerations") or ()),
+    }
 
 
 def _request(per_task: dict[str, Any], override: dict[str, Any] | None) -> Request:
@@ -209,7 +292,7 @@ def _task(job: dict[str, Any], index: int, spec: dict[str, Any], created: float,
         node_affinity=tuple(str(v) for v in spec.get("nodeAffinity") or ()),
         pod_affinity=PodAffinity(tuple(sorted((str(k), str(v)) for k, v in (aff.get("labels") or {}).items())),
                                  aff.get("topologyKey"), aff.get("antiTopologyKey")) if aff else None,
-        legacy_mig=bool(spec.get("legacyMig", False)), created=created, order=index,
+        legacy_mig=bool(spec.get("legacyMig", False)), created=created, order=index, **_node_constraints(spec),
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kaipolicy.cli import bundle as bundles
+from kaipolicy.cli.text import printable_lines
 
 
 def register(sub: Any) -> None:
@@ -27,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([d.to_dict() for d in diags], indent=1))
     else:
         for d in diags:
-            print(d.render() if hasattr(d, "render") else str(d))
+            # messages and source lines come from the files: their control characters are escaped
+            print(printable_lines(d.render() if hasattr(d, "render") else str(d)))
         errors = sum(1 for d in diags if getattr(d, "severity", "error") == "error")
         print(f"{len(diags)} problem(s), {errors} error(s)" if diags else "no problems")
     return 1 if any(getattr(d, "severity", "error") == "error" for d in diags) else 0

@@ -37,6 +37,7 @@ class BindRecord:
     gpu_groups: list[str]
     gpus: float
     action: str
+    annotations: dict[str, str] = field(default_factory=dict)   # from bindRequestMutate rules
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@ read hook results only through the methods below and change state only through a
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -18,13 +19,17 @@ from kaipolicy.api.queue import Queue
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
 from kaipolicy.builtins import capacity, fairshare
+from kaipolicy.builtins.labelled import LabelledUsage
+from kaipolicy.framework import shadow
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import SchedulerConfig
+from kaipolicy.framework.coverage import Coverage
 from kaipolicy.framework.hooks import BY_NAME
 from kaipolicy.framework.nodetable import NodeTable, NodeVector
 from kaipolicy.framework.outcome import OK, BindRecord, Code, EvictionRecord, Outcome, PipelineRecord
 from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import init_request_quantities
+from kaipolicy.framework.verdicts import ScoreSheet
 
 
 class Rule(Protocol):
@@ -41,6 +46,7 @@ class Rule(Protocol):
     variables: tuple[str, ...]
     reads: frozenset[str]          # the variables its expressions name
     label: str                     # "plugin/rule", as audit records and outcomes name it
+    mode: str                      # enforce | warn | audit (see add_rules)
 
     @property
     def hook_name(self) -> str: ...
@@ -57,8 +63,18 @@ class Session:
         self.cluster = cluster
         self.config = config
         self.params = config.params
-        self.audit = audit or Audit()
+        self.audit = audit or Audit(enabled=False)
         self.hooks: dict[str, list[Rule]] = {k: [] for k in BY_NAME}
+        # warn and audit rules: evaluated beside the enforced ones, their verdicts only recorded
+        self.shadow: dict[str, list[Rule]] = {k: [] for k in BY_NAME}
+        self.shadowing = False
+        self.quiet = False        # asking without recording (the audit log's runner-up search)
+        self.warnings: dict[str, None] = {}      # warn-mode verdicts, in order, once each
+        self.warning_jobs: dict[str, str] = {}   # warn-mode verdict -> the job it was about (Events on a cluster)
+        self.coverage: Coverage | None = None     # set by `kaipolicy test --coverage`
+        self.job_denials: dict[str, dict[str, Outcome]] = {}   # job uid -> action -> the gate that closed
+        self.gangs_short: dict[str, dict[str, Any]] = {}        # job uid -> the gang allocate could not fill
+        self.refusals: Counter[str] = Counter()   # allow rules' refusals since the eviction loop's last job
         self._job_keys_pure = False
         self._job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.builtins = builtins or {}
@@ -72,11 +88,12 @@ class Session:
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
+        self.labelled: dict[str, LabelledUsage] = {}   # GPUs per queue by node label, once a rule asks
         self.errors: list[Outcome] = []
         self._groups_minted = 0
         self._groups_taken: set[str] | None = None   # group ids the snapshot already uses
         self.scoring_nodes: Sequence[Node] = ()
-        self.last_scores: tuple[Sequence[Node], dict[str, np.ndarray]] = ((), {})
+        self.last_scores = ScoreSheet((), np.zeros(0), {}, {})
         self.scoring_memo: dict[Any, Any] = {}
         self.vectorize = vectorize        # False: every node-level rule runs node by node (tests compare)
 
@@ -100,9 +117,11 @@ class Session:
         return self._job_keys_pure
 
     def add_rules(self, rules: Iterable[Rule]) -> None:
-        """Fill the hook slots, in the order given (tier by tier, plugin by plugin)."""
+        """Fill the hook slots, in the order given (tier by tier, plugin by plugin). Rules in warn or
+        audit mode go to the shadow slots: the combining code below never sees them."""
         for r in rules:
-            self.hooks[r.hook_name].append(r)
+            (self.hooks if r.mode == "enforce" else self.shadow)[r.hook_name].append(r)
+        self.shadowing = any(self.shadow.values())
         # Job keys can be remembered per job state unless a job-order rule consults the session.
         self._job_keys_pure = all("cluster" not in r.reads for r in self.hooks["jobOrder"])
         self._job_keys.clear()
@@ -122,27 +141,61 @@ class Session:
         node = self.cluster.nodes.get(task.node)
         if node is not None:
             self.table.mark(node)
+        for usage in self.labelled.values():
+            usage.add(self.cluster.jobs[task.job], task, +1.0)
 
     def on_deallocate(self, task: Task) -> None:
         self.shares.on_allocate(self.cluster.jobs[task.job], task, -1.0)
         node = self.cluster.nodes.get(task.node)
         if node is not None:
             self.table.mark(node)
+        for usage in self.labelled.values():
+            usage.add(self.cluster.jobs[task.job], task, -1.0)
+
+    def labelled_usage(self, label: str) -> LabelledUsage:
+        """GPUs per queue by node label value, counted from the first rule that asks and kept current."""
+        usage = self.labelled.get(label)
+        if usage is None:
+            usage = self.labelled[label] = LabelledUsage(
+                self.cluster, label, lambda uid: [qs.queue.uid for qs in self.shares.path(uid)])
+        return usage
 
     def record_bind(self, task: Task) -> None:
         self.set_status(task, Status.BINDING)
         self.binds.append(BindRecord(task.job, task.name, task.namespace, task.node, list(task.gpu_groups),
-                                     task.request.gpus, self.action))
+                                     task.request.gpus, self.action, self.bind_request_annotations(task)))
+
+    def bind_request_annotations(self, task: Task) -> dict[str, str]:
+        """The bindRequestMutate rules' annotations for the task on its node, merged in rule order
+        (a later rule's key wins); a rule that fails is recorded and adds nothing."""
+        rules = self.hooks["bindRequestMutate"]
+        if not rules:
+            return {}
+        env = self._env(task=task, node=self.cluster.nodes[task.node])
+        out: dict[str, str] = {}
+        for rule in rules:
+            value = self._eval(rule, env)
+            if isinstance(value, dict):
+                out.update((str(k), str(v)) for k, v in value.items())
+        return out
 
     def evictable(self, task: Task) -> bool:
         """Active and not already evicted in this session: a victim that was evicted and placed
         again (moved) is not taken a second time."""
         return task.status in ACTIVE_ALLOCATED and task.uid not in self.evicted
 
-    def record_eviction(self, task: Task, message: str, reason: dict[str, str]) -> None:
+    def record_eviction(self, task: Task, message: str, reason: dict[str, str], node: str = "") -> None:
+        """`node`: where the pod was evicted from (a victim the solver moved is elsewhere by now)."""
         self.evicted.add(task.uid)
-        self.evictions.append(EvictionRecord(task.job, task.name, task.namespace, task.node, self.action,
+        node = node or task.node
+        self.evictions.append(EvictionRecord(task.job, task.name, task.namespace, node, self.action,
                                              message, reason))
+        if self.audit.enabled or self.shadowing:
+            shadow.audit_eviction(self, task, node, message, reason)
+
+    def note_denial(self, job: Job, outcome: Outcome) -> None:
+        """A job-level gate (queue capacity, canReclaim, ...) closed for `job` in this action."""
+        self.job_denials.setdefault(job.uid, {})[self.action] = outcome
 
     def record_pipeline(self, task: Task, message: str) -> None:
         self.pipelines.append(PipelineRecord(task.job, task.name, task.node, self.action, message))
@@ -151,26 +204,53 @@ class Session:
     def _args(self, rule: Rule, env: dict[str, Any]) -> list[Any]:
         return [env[v] for v in rule.variables]
 
+    def evaluate(self, rule: Rule, env: dict[str, Any]) -> Any:
+        """One rule on the names in `env` (a failure is recorded and returns the error marker)."""
+        return self._eval(rule, env)
+
+    @staticmethod
+    def is_error(value: Any) -> bool:
+        return value is _ERROR
+
     def _eval(self, rule: Rule, env: dict[str, Any], vector: bool = False) -> Any:
         try:
-            fn = rule.vector if vector else rule.scalar
-            return fn(*self._args(rule, env))
+            return rule.scalar(*self._args(rule, env))
         except Exception as e:  # noqa: BLE001 - a failing rule is an error outcome, never allow/deny
-            out = Outcome(Code.ERROR, f"{rule.plugin}/{rule.name}", f"{type(e).__name__}: {e}")
-            self.errors.append(out)
-            self.audit.rule_error(out)
-            return _ERROR
+            return self._failed(rule, e)
 
-    def _node_call(self, rule: Rule, task: Task, job: Job, node: Any, vector: bool) -> Any:
+    def _failed(self, rule: Rule, e: Exception) -> _Error:
+        if not self.quiet:
+            self.rule_error(rule, e)
+        return _ERROR
+
+    def _node_call(self, rule: Rule, task: Task, job: Job, node: Node) -> Any:
         """_eval for the node-level hooks, whose variables are always (task, job, node): the hot
         path calls the rule directly instead of going through an environment dict."""
         try:
-            return (rule.vector if vector else rule.scalar)(task, job, node)
+            return rule.scalar(task, job, node)
         except Exception as e:  # noqa: BLE001 - a failing rule is an error outcome, never allow/deny
-            out = Outcome(Code.ERROR, f"{rule.plugin}/{rule.name}", f"{type(e).__name__}: {e}")
-            self.errors.append(out)
-            self.audit.rule_error(out)
-            return _ERROR
+            return self._failed(rule, e)
+
+    def rule_error(self, rule: Rule, error: BaseException, what: str = "") -> Outcome:
+        """Record a rule that failed while evaluating: an `error` outcome naming the rule and
+        where it is written, counted and audited."""
+        reason = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        out = Outcome(Code.ERROR, rule.label, f"{rule.file}:{rule.line}: {what}{reason}")
+        self.errors.append(out)
+        self.audit.error(rule.label, out.message, rule.hook_name, self.action)
+        if self.coverage is not None:
+            self.coverage.hit(rule.label)
+        return out
+
+    def _message(self, rule: Rule, values: Sequence[Any], fallback: str) -> str:
+        """A denying rule's message; one that fails is a recorded rule error and the denial
+        keeps a fallback message (the cycle goes on)."""
+        try:
+            msg = rule.message(*values)
+        except Exception as e:  # noqa: BLE001 - a failing message must not abort the cycle
+            self.rule_error(rule, e, "its message failed: ")
+            return f"{fallback} (its message failed)"
+        return msg or fallback
 
     def _env(self, **values: Any) -> dict[str, Any]:
         values["cluster"] = self
@@ -181,12 +261,22 @@ class Session:
         apart decides even when rules give keys of different lengths; a rule that failed sorts
         its item last and is recorded as an error outcome."""
         key: list[Any] = []
+        parts: list[Any] | None = [] if self.coverage is not None else None
         for rule in self.hooks[kind]:
             value = self._eval(rule, env)
+            if parts is not None:
+                parts.append(None if value is _ERROR else value)
             if value is _ERROR:
                 key.append((LAST,))
             elif value is not None:
-                key.append(tuple(value))
+                key.append(tuple(_ordered(v) for v in value))
+        if self.coverage is not None and parts is not None:
+            self.coverage.key([r.label for r in self.hooks[kind]], parts)
+        if self.shadowing and self.shadow[kind]:
+            # shadow order rules run (a failure is recorded) and their keys are set aside
+            keys = [self._eval(rule, env) for rule in self.shadow[kind]]
+            if self.coverage is not None:
+                self.coverage.key([r.label for r in self.shadow[kind]], [None if p is _ERROR else p for p in keys])
         return key
 
     # ---- order hooks ---------------------------------------------------------------------------
@@ -216,16 +306,26 @@ class Session:
 
     # ---- job-level gates -------------------------------------------------------------------------
     def _first_deny(self, kind: str, env: dict[str, Any], first_only: bool = False) -> Outcome:
+        result = OK
         for rule in self.hooks[kind]:
             value = self._eval(rule, env)
             if value is _ERROR:
-                return self.errors[-1]
+                result = self.errors[-1]
+                break
             if value:
-                msg = rule.message(*self._args(rule, env)) if hasattr(rule, "message") else None
-                return Outcome(Code.DENY, f"{rule.plugin}/{rule.name}", msg or f"denied by {rule.plugin}/{rule.name}")
+                msg = self._message(rule, self._args(rule, env), f"denied by {rule.label}")
+                result = Outcome(Code.DENY, rule.label, msg)
+                if self.coverage is not None:
+                    self.coverage.hit(rule.label)
+                break
             if first_only:
                 break
-        return OK
+        if self.shadowing and self.shadow[kind]:
+            for rule in self.shadow[kind]:
+                value = self._eval(rule, env)
+                if value is not _ERROR and value:
+                    shadow.would(self, rule, rule.message(*self._args(rule, env)) or f"{rule.label} would deny", env)
+        return result
 
     def over_capacity(self, job: Job, tasks: Sequence[Task]) -> Outcome:
         return self._first_deny("overCapacity", self._env(job=job, queue=self.cluster.queues.get(job.queue),
@@ -245,8 +345,13 @@ class Session:
 
     # ---- eviction hooks ---------------------------------------------------------------------------
     def _all_allow(self, kind: str, env: dict[str, Any], first_only: bool = False,
-                   default: bool = True) -> Outcome:
-        """ALL_ALLOW (or FIRST_ONLY) over allow-rules; the refusing rule is stamped on the outcome."""
+                   default: bool = True, shadows: bool = True) -> Outcome:
+        """ALL_ALLOW (or FIRST_ONLY) over allow-rules; the refusing rule is stamped on the outcome.
+        Shadow victim filters are asked about evictions that happen instead (`shadow=False` here)."""
+        if shadows and self.shadowing and self.shadow[kind]:
+            for rule in self.shadow[kind]:
+                if shadow.refuses(self._eval(rule, env)):
+                    shadow.would(self, rule, f"{rule.label} would refuse", env)
         rules = self.hooks[kind]
         if not rules:
             return OK if default else Outcome(Code.DENY, "", f"no {kind} rule allows it")
@@ -257,7 +362,10 @@ class Session:
             if value is None:
                 continue
             if not value:
-                return Outcome(Code.DENY, f"{rule.plugin}/{rule.name}", f"refused by {rule.plugin}/{rule.name}")
+                if self.coverage is not None:
+                    self.coverage.hit(rule.label)
+                self.refusals[rule.label] += 1
+                return Outcome(Code.DENY, rule.label, f"refused by {rule.label}")
         return OK
 
     def allowing_rules(self, kind: str) -> list[str]:
@@ -270,10 +378,10 @@ class Session:
                                first_only=True, default=False)
 
     def reclaim_victim_filter(self, job: Job, victim: Job) -> Outcome:
-        return self._all_allow("reclaimVictimFilter", self._env(job=job, victim=victim))
+        return self._all_allow("reclaimVictimFilter", self._env(job=job, victim=victim), shadows=False)
 
     def preempt_victim_filter(self, job: Job, victim: Job) -> Outcome:
-        return self._all_allow("preemptVictimFilter", self._env(job=job, victim=victim))
+        return self._all_allow("preemptVictimFilter", self._env(job=job, victim=victim), shadows=False)
 
     def reclaim_scenario_validator(self, job: Job, scenario: Any) -> Outcome:
         return self._all_allow("reclaimScenarioValidator", self._env(job=job, scenario=scenario))
@@ -284,10 +392,14 @@ class Session:
     def on_job_solution_start(self) -> None:
         for rule in self.hooks["onJobSolutionStart"]:
             self.builtin(rule)(self)
+            if self.coverage is not None:
+                self.coverage.hit(rule.label)
 
     def pre_job_allocation(self, job: Job) -> None:
         for rule in self.hooks["preJobAllocation"]:
             self.builtin(rule)(self, job)
+            if self.coverage is not None:
+                self.coverage.hit(rule.label)
 
     def builtin(self, rule: Rule) -> Any:
         fn = self.builtins.get(rule.builtin or "")
@@ -300,13 +412,17 @@ class Session:
         sets = [nodes]
         for rule in self.hooks["subsetNodes"]:
             fn = self.builtin(rule)
+            before = sets
             sets = [s for current in sets for s in fn(self, rule.with_args, job, group, pod_sets, tasks, current)]
+            if self.coverage is not None and (len(sets) != len(before) or sum(map(len, sets)) != sum(map(len, before))):
+                self.coverage.hit(rule.label)
         return sets
 
     # ---- node-level hooks ----------------------------------------------------------------------
-    def predicate_results(self, task: Task, job: Job, nodes: Sequence[Node]) -> list[str | None]:
-        """Per node: None when every predicate passes, else the first denial's message."""
-        out: list[str | None] = [None] * len(nodes)
+    def predicate_results(self, task: Task, job: Job, nodes: Sequence[Node]) -> list[Outcome | None]:
+        """Per node: None when every predicate passes, else the first denial (rule and message),
+        or the error of the rule that failed on it: the node is rejected, and the error recorded."""
+        out: list[Outcome | None] = [None] * len(nodes)
         rules = self.hooks["predicate"]
         if not rules or not nodes:
             return out
@@ -315,49 +431,64 @@ class Session:
         for rule in rules:
             if len(open_idx) == 0:
                 break
-            denied = self._node_values(rule, task, job, nodes, view, open_idx)
+            denied, failed = self._node_values(rule, task, job, nodes, view, open_idx)
             if denied is None:
                 continue
             mask = np.asarray(denied, dtype=bool)
             for k in np.nonzero(mask)[0]:
                 i = int(open_idx[k])
                 node = nodes[i]
-                env = self._env(task=task, job=job, node=node)
-                msg = rule.message(*self._args(rule, env)) if hasattr(rule, "message") else None
-                out[i] = msg or f"node {node.name} rejected by {rule.plugin}/{rule.name}"
+                error = failed.get(int(k))
+                if error is not None:
+                    out[i] = _node_error(node, error)
+                else:
+                    msg = self._message(rule, (task, job, node), f"node {node.name} rejected by {rule.label}")
+                    out[i] = Outcome(Code.DENY, rule.label, msg)
+            if self.coverage is not None and mask.any():
+                self.coverage.hit(rule.label)
             open_idx = open_idx[~mask]
         return out
 
-    def predicate_on(self, task: Task, job: Job, node: Node) -> str | None:
+    def predicate_on(self, task: Task, job: Job, node: Node) -> Outcome | None:
         """The predicates on one node, scalar: None when all pass, else the first denial."""
         for rule in self.hooks["predicate"]:
-            value = self._node_call(rule, task, job, node, vector=False)
+            value = self._node_call(rule, task, job, node)
             if value is _ERROR:
-                return self.errors[-1].message
+                return _node_error(node, self.errors[-1])
             if value:
-                msg = rule.message(task, job, node)
-                return msg or f"node {node.name} rejected by {rule.label}"
+                if self.coverage is not None:
+                    self.coverage.hit(rule.label)
+                msg = self._message(rule, (task, job, node), f"node {node.name} rejected by {rule.label}")
+                return Outcome(Code.DENY, rule.label, msg)
         return None
 
     def _node_values(self, rule: Rule, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector,
-                     idx: np.ndarray) -> Any:
-        """Evaluate a node-level rule for nodes[idx]: vectorised when it can be."""
+                     idx: np.ndarray) -> tuple[np.ndarray | None, dict[int, Outcome]]:
+        """A node-level rule for nodes[idx], vectorised when it can be, and the error outcome of
+        each position whose evaluation failed (a failing predicate denies, a failing score is 0).
+
+        A vector call that raises is not an outcome: the scalar form then decides node by node,
+        with exact CEL semantics, so only the nodes that really fail get an error."""
         if rule.vectorizable and self.vectorize:
             sub = view if len(idx) == len(nodes) else self.table.view([nodes[i] for i in idx])
-            value = self._node_call(rule, task, job, sub, vector=True)
-            if value is _ERROR:
-                return np.ones(len(idx), dtype=bool) if rule.hook_name == "predicate" else None
+            try:
+                value = rule.vector(task, job, sub)
+            except Exception:  # noqa: BLE001 - fall back to the scalar form below
+                value = _FALLBACK
             if value is None:
-                return None
-            arr = np.asarray(value)
-            return arr if arr.shape == (len(idx),) else np.broadcast_to(arr, (len(idx),))
+                return None, {}
+            if value is not _FALLBACK:
+                arr = np.asarray(value)
+                return (arr if arr.shape == (len(idx),) else np.broadcast_to(arr, (len(idx),))), {}
         values = []
-        for i in idx:
-            v = self._node_call(rule, task, job, nodes[i], vector=False)
+        failed: dict[int, Outcome] = {}
+        for k, i in enumerate(idx):
+            v = self._node_call(rule, task, job, nodes[i])
             if v is _ERROR:
+                failed[k] = self.errors[-1]
                 v = rule.hook_name == "predicate"
             values.append(0 if v is None else v)
-        return np.asarray(values)
+        return np.asarray(values), failed
 
     def node_scores(self, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray:
         total = np.zeros(len(nodes))
@@ -371,22 +502,22 @@ class Session:
         idx = np.arange(len(nodes))
         parts: dict[str, np.ndarray] = {}
         for rule in rules:
-            values = self._node_values(rule, task, job, nodes, view, idx)
+            values, _ = self._node_values(rule, task, job, nodes, view, idx)
             if values is not None:
                 weighted = np.multiply(values, rule.weight, dtype=np.float64)
                 total += weighted
                 parts[rule.label] = weighted
-        self.last_scores = (nodes, parts)
+        shadow_parts: dict[str, np.ndarray] = {}
+        for rule in self.shadow["nodeOrder"] if self.shadowing else ():
+            values, _ = self._node_values(rule, task, job, nodes, view, idx)
+            if values is not None:
+                shadow_parts[rule.label] = rule.weight * values.astype(np.float64)
+        if self.coverage is not None:
+            for label, values in (*parts.items(), *shadow_parts.items()):
+                if len(values) > 1 and np.ptp(values) > 0:
+                    self.coverage.hit(label)
+        self.last_scores = ScoreSheet(nodes, total, parts, shadow_parts)
         return total
-
-    def score_breakdown(self, node: Node, position: int | None = None) -> dict[str, float]:
-        """What each nodeOrder rule gave `node` in the last scoring (for the audit log); `position`
-        is its place among the scored nodes when the caller knows it."""
-        nodes, parts = self.last_scores
-        i = position if position is not None else next((k for k, n in enumerate(nodes) if n is node), -1)
-        if i < 0 or i >= len(nodes) or nodes[i] is not node:
-            return {}
-        return {rule: round(float(v[i]), 4) for rule, v in parts.items() if v[i]}
 
     def gpu_score(self, task: Task, node: Node, group: str) -> float:
         total = 0.0
@@ -394,6 +525,8 @@ class Session:
             v = self._eval(rule, self._env(task=task, node=node, gpu=GpuView(node, group)))
             if v is not None and v is not _ERROR:
                 total += rule.weight * float(v)
+                if self.coverage is not None and v:
+                    self.coverage.hit(rule.label)
         return total
 
     # ---- values the rules ask for (the `cluster` variable) -------------------------------------
@@ -451,9 +584,27 @@ class _Last:
 LAST = _Last()
 
 
+def _ordered(value: Any) -> tuple[int, Any]:
+    """A key element that compares with any other: values of different CEL types (which a
+    rule over `dyn` may give two items) order by type first instead of raising in a sort."""
+    if isinstance(value, (bool, np.bool_)):
+        return (0, bool(value))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return (1, value)
+    if isinstance(value, (str, bytes)):
+        return (2, value) if isinstance(value, str) else (3, value)
+    return (4, value)   # an engine value with its own order (a vocabulary function's result)
+
+
 class _Error:
     def __repr__(self) -> str:
         return "<rule error>"
 
 
 _ERROR = _Error()
+_FALLBACK = _Error()   # a vector call that raised: evaluate node by node
+
+
+def _node_error(node: Node, error: Outcome) -> Outcome:
+    """A predicate that failed on `node` rejects it; the fit error says it was an error, not a denial."""
+    return Outcome(Code.ERROR, error.rule, f"node {node.name}: rule error in {error.rule}: {error.message}")

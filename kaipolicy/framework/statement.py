@@ -197,7 +197,7 @@ class Statement:
                 # A pod evicted twice in one statement (the solver re-evicts an elastic victim's
                 # recorded pods with its next ones, as the reference does) is one eviction.
                 if op.task.uid not in ssn.evicted:
-                    ssn.record_eviction(op.task, op.message, op.reason)
+                    ssn.record_eviction(op.task, op.message, op.reason, op.node)
                 op.task.is_virtual = False
             elif op.kind == "allocate":
                 node = ssn.cluster.nodes[op.task.node]

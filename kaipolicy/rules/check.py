@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from kaipolicy.rules import functions as fn
 from kaipolicy.rules import tree as t
+from kaipolicy.rules.runtime import RegexError, regex
 from kaipolicy.rules.vocabulary import (
     NUMERIC,
-    PRIMITIVES,
     TypeSpec,
     Vocabulary,
     assignable,
@@ -25,6 +25,11 @@ from kaipolicy.rules.vocabulary import (
 )
 
 ORDERED = NUMERIC | {"string", "bytes", "bool"}
+# Python's special names start with two underscores; no rule may spell one (see sandbox.py)
+RESERVED_PREFIX = "__"
+RESERVED_REASON = "names starting with '__' are reserved"
+MAP_KEYS = frozenset({"int", "uint", "bool", "string", "dyn"})
+FREE = "?"   # the element type of an empty list or map literal while literals unify (never escapes)
 _ARITH = {"-": NUMERIC, "*": NUMERIC, "/": NUMERIC, "%": frozenset({"int", "uint"})}
 
 
@@ -54,11 +59,13 @@ class Checker:
         self._problems: list[Problem] = []
         self._novec: Problem | None = None
         self._scopes: list[dict[str, str]] = []
+        self._patterns: dict[int, str] = {}   # literal node -> its type with free parameters left in
 
     def check(self, expr: t.Expr) -> Checked:
-        self._problems, self._novec, self._scopes = [], None, []
+        self._problems, self._novec, self._scopes, self._patterns = [], None, [], {}
         result = self._type(expr)
-        return Checked(result, self._problems, self._novec)
+        # An expression with errors compiles to nothing: whether it could vectorise is moot.
+        return Checked(result, self._problems, None if self._problems else self._novec)
 
     def _fail(self, code: str, pos: int, message: str) -> str:
         self._problems.append(Problem(code, pos, message))
@@ -69,6 +76,10 @@ class Checker:
             self._novec = Problem("W501", node.pos, f"{what}: the rule cannot be vectorised")
 
     def _type(self, node: t.Expr) -> str:
+        reserved = _reserved_name(node)
+        if reserved is not None:
+            node.type = self._fail("E307", node.pos, f"{reserved!r}: {RESERVED_REASON}")
+            return node.type
         method: Callable[[t.Expr], str] = getattr(self, "_" + type(node).__name__.lower())
         node.type = method(node)
         if not isinstance(node, (t.Ident, t.Comprehension)):
@@ -133,17 +144,53 @@ class Checker:
         return self._fail("E305", node.pos, f"{operand} cannot be indexed")
 
     def _listlit(self, node: t.ListLit) -> str:
-        types = [self._type(item) for item in node.items]
+        for item in node.items:
+            self._type(item)
         if any(item.vector for item in node.items):
             self._novector(node, "a list built from per-node values")
-        return f"list<{_common(types)}>"
+        return self._with_pattern(node, f"list<{self._items_pattern(node.items)}>")
 
     def _maplit(self, node: t.MapLit) -> str:
         keys = [self._type(k) for k, _ in node.entries]
-        values = [self._type(v) for _, v in node.entries]
+        for _, value in node.entries:
+            self._type(value)
         if any(k.vector or v.vector for k, v in node.entries):
             self._novector(node, "a map built from per-node values")
-        return f"map<{_common(keys)},{_common(values)}>"
+        for (key, _), key_type in zip(node.entries, keys):
+            if key_type not in MAP_KEYS:
+                self._fail("E305", key.pos, f"a map key must be an int, uint, bool or string, not {key_type}")
+        self._repeated_keys(node)
+        pattern = (f"map<{self._items_pattern([k for k, _ in node.entries])},"
+                   f"{self._items_pattern([v for _, v in node.entries])}>")
+        return self._with_pattern(node, pattern)
+
+    def _items_pattern(self, items: list[t.Expr]) -> str:
+        """The element type of a literal: its items' types unified, an empty literal's element
+        being a free type parameter (so `[[], [[1]]]` is a list<list<list<int>>>)."""
+        common: str | None = FREE
+        for item in items:
+            common = _unify(common, self._pattern(item)) if common is not None else None
+        return common or "dyn"
+
+    def _pattern(self, node: t.Expr) -> str:
+        """A node's type with the free parameters of the empty literals in it left in."""
+        return self._patterns.get(id(node), node.type)
+
+    def _with_pattern(self, node: t.Expr, pattern: str) -> str:
+        self._patterns[id(node)] = pattern
+        return pattern.replace(FREE, "dyn")  # a parameter nothing bound is dyn
+
+    def _repeated_keys(self, node: t.MapLit) -> None:
+        """A literal key given twice is an error (CEL's, at run time; here before it). 1 and 1u
+        are one key, true and 1 are two."""
+        seen: set[tuple[str, object]] = set()
+        for key, _ in node.entries:
+            if not isinstance(key, t.Literal) or key.kind not in MAP_KEYS:
+                continue
+            identity = ("number" if key.kind in ("int", "uint") else key.kind, key.value)
+            if identity in seen:
+                self._fail("E309", key.pos, f"the map literal repeats the key {key.value!r}")
+            seen.add(identity)
 
     def _unary(self, node: t.Unary) -> str:
         operand = self._type(node.operand)
@@ -156,11 +203,12 @@ class Checker:
         cond, then, other = self._type(node.cond), self._type(node.then), self._type(node.other)
         if not assignable("bool", cond):
             self._fail("E305", node.pos, f"the condition of ?: must be a bool, not {cond}")
-        common = join(then, other)
-        if common is None:
+        pattern = _unify(self._pattern(node.then), self._pattern(node.other))
+        if pattern is None:
             return self._fail("E305", node.pos, f"the branches of ?: differ: {then} and {other}")
-        if node.cond.vector and common not in ORDERED:
-            self._novector(node, f"?: choosing a {common} per node")
+        common = self._with_pattern(node, pattern)
+        if node.cond.vector and (common not in ORDERED or cond != "bool"):
+            self._novector(node, f"?: choosing a {common} per node by a {cond}")
         return common
 
     def _binary(self, node: t.Binary) -> str:
@@ -194,12 +242,13 @@ class Checker:
         return self._fail("E305", node.pos, f"operator {op!r} does not apply to {left} and {right}")
 
     def _plus(self, node: t.Binary, left: str, right: str) -> str:
+        if list_elem(left) is not None and list_elem(right) is not None:
+            pattern = _unify(self._pattern(node.left), self._pattern(node.right))
+            if pattern is not None:  # the more general element type: [1, 'a'] + [2] is a list<dyn>
+                return self._with_pattern(node, pattern)
         common = join(left, right)
         if common is not None and (common in NUMERIC | {"string", "bytes", "dyn"} or list_elem(common)):
             return common if common != "dyn" else (left if left != "dyn" else right)
-        le, re_ = list_elem(left), list_elem(right)
-        if le is not None and re_ is not None:
-            return "list<dyn>"
         return self._fail("E305", node.pos, f"operator '+' does not apply to {left} and {right}")
 
     def _comprehension(self, node: t.Comprehension) -> str:
@@ -216,6 +265,8 @@ class Checker:
         finally:
             self._scopes.pop()
         node.vector = any(child.vector for child in node.children())
+        if node.vector:
+            self._novector(node, f"{node.macro}() over per-node values")
         if not assignable("bool", pred):
             self._fail("E305", node.pos, f"the predicate of {node.macro}() must be a bool, not {pred}")
         if node.macro in ("all", "exists", "exists_one"):
@@ -237,9 +288,19 @@ class Checker:
         result, reason = fn.builtin_type(node.name, receiver, args)
         if result is None:
             return self._fail("E304", node.pos, reason)
+        if node.name == "matches":
+            self._check_pattern(node.args[-1])
         if any(c.vector for c in node.children()) and node.name not in fn.VECTOR_BUILTINS:
             self._novector(node, f"{node.name}() of a per-node value")
         return result
+
+    def _check_pattern(self, pattern: t.Expr) -> None:
+        """A literal pattern is compiled now, once: an invalid one is a diagnostic, not an eval error."""
+        if isinstance(pattern, t.Literal) and isinstance(pattern.value, str):
+            try:
+                regex(pattern.value)
+            except RegexError as err:
+                self._fail("E308", pattern.pos, str(err))
 
     def _vocabulary_call(self, node: t.Call, params: tuple[str, ...], result: str, args: list[str],
                          vectorizable: bool) -> str:
@@ -266,21 +327,40 @@ class Checker:
         return ".".join([target.name, *reversed(parts)])
 
 
+def _reserved_name(node: t.Expr) -> str | None:
+    """The reserved name a node spells (identifier, field, macro variable or function), if any."""
+    names = {t.Ident: "name", t.Select: "field", t.Has: "field", t.Comprehension: "var", t.Call: "name"}
+    attr = names.get(type(node))
+    name = getattr(node, attr) if attr is not None else ""
+    parts = name.split(".") if isinstance(node, t.Call) else [name]
+    return name if any(p.startswith(RESERVED_PREFIX) for p in parts) else None
+
+
 def _vector_op(op: str, left: str, right: str) -> bool:
+    """Whether numpy's operator is CEL's here: on typed operands only, since numpy would take
+    any truthy value for true and compare or add a bool as a number (`dyn(false) == 0.0`)."""
     if op in ("&&", "||"):
-        return True
+        return left == right == "bool"
     if op in ("==", "!=", "<", "<=", ">", ">="):
-        return left in ORDERED | {"dyn"} and right in ORDERED | {"dyn"}
-    return op != "in" and left in NUMERIC | {"dyn"} and right in NUMERIC | {"dyn"}
+        return left in ORDERED and right in ORDERED
+    return op != "in" and left in NUMERIC and right in NUMERIC
 
 
-def _common(types: list[str]) -> str:
-    if not types:
-        return "dyn"
-    common: str | None = types[0]
-    for other in types[1:]:
-        common = join(common, other) if common is not None else None
-    return common or "dyn"
+def _unify(a: str, b: str) -> str | None:
+    """Two types as one (items of a literal, branches of ?:, lists joined by +): a free parameter
+    takes the other side, lists and maps unify part by part, and elsewhere dyn wins (the more
+    general type: a value typed by the result never leaks); None when they do not agree."""
+    if a == FREE or b == FREE:
+        return b if a == FREE else a
+    ea, eb = list_elem(a), list_elem(b)
+    if ea is not None and eb is not None:
+        elem = _unify(ea, eb)
+        return None if elem is None else f"list<{elem}>"
+    ka, kb = map_kv(a), map_kv(b)
+    if ka is not None and kb is not None:
+        key, value = _unify(ka[0], kb[0]), _unify(ka[1], kb[1])
+        return None if key is None or value is None else f"map<{key},{value}>"
+    return join(a, b)
 
 
 def _hint(word: str, known: set[str]) -> str:
@@ -297,6 +377,7 @@ def result_problem(form_key: str, result: str) -> str | None:
         return None if assignable(want, result) else f"{form_key!r} must be a {want}, not {result}"
     if form_key == "score" and result not in NUMERIC | {"dyn"}:
         return f"'score' must be a number, not {result}"
-    if form_key == "key" and list_elem(result) is None and result not in PRIMITIVES:
-        return f"'key' must be a list of comparable values, not {result}"
+    elem = list_elem(result) or result
+    if form_key == "key" and elem not in ORDERED | {"dyn"}:
+        return f"'key' must be a list of comparable values (bools, numbers, strings, bytes), not {result}"
     return None

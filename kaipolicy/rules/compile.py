@@ -13,8 +13,10 @@ from typing import Any
 
 from kaipolicy.framework.hooks import Form, HookKind
 from kaipolicy.rules import tree as t
-from kaipolicy.rules.emit import HELPERS, Emitter
+from kaipolicy.rules.cost import RUNTIME_BUDGET, Meter
+from kaipolicy.rules.emit import FIELDS, HELPERS, METER, Emitter, Namespace
 from kaipolicy.rules.runtime import EvalError, failure
+from kaipolicy.rules.sandbox import fields_by_class
 from kaipolicy.rules.vectorize import VECTOR_HELPERS, VectorEmitter
 from kaipolicy.rules.vocabulary import TypeSpec, Vocabulary, list_elem
 
@@ -61,6 +63,7 @@ class CompiledRule:
     vector_factory: Factory | None = None
     message_factory: Factory | None = None
     reads: frozenset[str] = frozenset()   # the variables its expressions name (hook names, args, cluster)
+    mode: str = "enforce"                 # enforce | warn | audit: warn and audit rules change nothing
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -103,17 +106,19 @@ class RuleInput:
     builtin: str = ""
     with_args: Mapping[str, Any] = field(default_factory=dict)
     cost: int = 0
+    mode: str = "enforce"
 
 
 def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocabulary,
                  types: Mapping[str, TypeSpec], vectorizable: bool,
                  vector_names: frozenset[str] = frozenset({"node"})) -> CompiledRule:
-    """Generate and compile the scalar, vector and message functions of one checked rule."""
+    """Generate and compile the scalar, vector and message functions of one checked rule.
+
+    All three share one namespace whose every bound name is fresh (see emit.Namespace)."""
     hook = rule.hook
     variables = (*hook.names, "args", "cluster")
     params = ", ".join("v_" + n for n in hook.names)
-    ns: dict[str, Any] = {**HELPERS, **VECTOR_HELPERS, "_fail": failure(rule.name, rule.file, rule.line),
-                          "EvalError": EvalError}
+    ns = _namespace(types, failure(rule.name, rule.file, rule.line))
     sources: list[str] = []
     scalar = _scalar_body(rule, trees, vocabulary, types, ns)
     if scalar is not None:
@@ -123,38 +128,69 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
     if can_vector:
         sources.append(_vector_function(rule, trees, vocabulary, types, ns, params, per_node))
     if "message" in trees:
-        body = Emitter(vocabulary, types, ns, {}).emit(trees["message"])
-        sources.append(_function("_make_message", params, None, body))
-    source = "\n".join(sources)
-    exec(compile(source, f"<rule {rule.file}:{rule.name}>", "exec"), ns)  # noqa: S102 - generated code
+        emitter = Emitter(vocabulary, types, ns, {})
+        body = _checked("message", trees["message"], emitter.emit(trees["message"]))
+        sources.append(_function("_make_message", params, None, body, metered=emitter.metered))
+    _execute("\n".join(sources), ns, f"<rule {rule.file}:{rule.name}>")
     reads = frozenset(n.name for tree in trees.values() for n in t.walk(tree)
                       if isinstance(n, t.Ident) and n.name in variables)
+    values = ns.values
     return CompiledRule(rule.name, hook, rule.file, rule.line, hook.form, variables, rule.weight,
-                        rule.description, rule.builtin, dict(rule.with_args), can_vector, rule.cost, source,
-                        ns.get("_make_scalar"), ns.get("_make_vector"), ns.get("_make_message"), reads)
+                        rule.description, rule.builtin, dict(rule.with_args), can_vector, rule.cost,
+                        "\n".join(sources), values.get("_make_scalar"), values.get("_make_vector"),
+                        values.get("_make_message"), reads, rule.mode)
+
+
+def _namespace(types: Mapping[str, TypeSpec], fail: Callable[[BaseException], EvalError]) -> Namespace:
+    return Namespace({**HELPERS, **VECTOR_HELPERS, "_fail": fail, "_Meter": Meter, "_BUDGET": RUNTIME_BUDGET,
+                      FIELDS: fields_by_class(types.values())})
+
+
+def _execute(source: str, ns: Namespace, filename: str) -> None:
+    exec(compile(source, filename, "exec"), ns.values)  # noqa: S102 - generated code
 
 
 def _scalar_body(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocabulary,
-                 types: Mapping[str, TypeSpec], ns: dict[str, Any]) -> tuple[str | None, str] | None:
+                 types: Mapping[str, TypeSpec], ns: Namespace) -> tuple[str | None, str, bool] | None:
     emitter = Emitter(vocabulary, types, ns, {})
-    guard = emitter.emit(trees["when"]) if "when" in trees else None
+    guard = _checked("when", trees["when"], emitter.emit(trees["when"])) if "when" in trees else None
     form = rule.hook.form
     if form == Form.ANNOTATIONS:
-        items = [f"{k.split('.', 1)[1]!r}: {emitter.emit(v)}" for k, v in trees.items()
+        items = [f"{k.split('.', 1)[1]!r}: {_checked('message', v, emitter.emit(v))}" for k, v in trees.items()
                  if k.startswith("annotations.")]
-        return guard, "{" + ", ".join(items) + "}"
+        return guard, "{" + ", ".join(items) + "}", emitter.metered
     key = BODY_KEYS.get(form)
     if key is None or key not in trees:
         return None
-    body = emitter.emit(trees[key])
-    if form == Form.KEY and list_elem(trees[key].type) is None:
+    body = _checked(key, trees[key], emitter.emit(trees[key]))
+    if form == Form.KEY and list_elem(trees[key].type) is None and trees[key].type != "dyn":
         body = f"[{body}]"
-    return guard, body
+    return guard, body, emitter.metered
 
 
-def _function(name: str, params: str, guard: str | None, body: str, *, prelude: str = "",
-              context: str = "") -> str:
-    lines = ["def " + name + "(v_args, v_cluster):", f"    def rule({params}):", "        try:"]
+_RESULT_CHECKS = {"when": "_cond", "deny": "_cond", "allow": "_cond", "score": "_number", "message": "_string"}
+
+
+def _checked(key: str, tree: t.Expr, code: str) -> str:
+    """A body whose static type is dyn is checked at run time to be what its form needs (a
+    bool, a number, a string, a key of scalars): a rule never hands the engine a Python object."""
+    if key == "key" and (tree.type == "dyn" or list_elem(tree.type) == "dyn"):
+        return f"_key({code})"
+    if tree.type == "dyn" and key in _RESULT_CHECKS:
+        return f"{_RESULT_CHECKS[key]}({code})"
+    return code
+
+
+def _function(name: str, params: str, guard: str | None, body: str, metered: bool = False, *,
+              prelude: str = "", context: str = "") -> str:
+    """`name(v_args, v_cluster)` returns the rule's closure; a metered one owns a budget meter
+    for as long as the closure lives (a cycle: bind_cluster makes new closures)."""
+    lines = ["def " + name + "(v_args, v_cluster):"]
+    if metered:
+        lines += ["    _meter = _Meter(_BUDGET)"]
+    lines += [f"    def rule({params}):", "        try:"]
+    if metered:
+        lines += [f"            {METER} = _meter.start()"]
     lines += [f"            {line}" for line in prelude.splitlines() if line]
     if guard is not None:
         lines += [f"            if not ({guard}):", "                return None"]
@@ -167,21 +203,22 @@ def _function(name: str, params: str, guard: str | None, body: str, *, prelude: 
 
 
 def _vector_function(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocabulary,
-                     types: Mapping[str, TypeSpec], ns: dict[str, Any], params: str,
+                     types: Mapping[str, TypeSpec], ns: Namespace, params: str,
                      vector_names: list[str]) -> str:
     """Per-node arrays in, one array out; a scalar guard that is false still means None."""
     emitter = VectorEmitter(vocabulary, types, ns, {})
     form = rule.hook.form
-    body = emitter.emit(trees[BODY_KEYS[form]])
+    key = BODY_KEYS[form]
+    body = _checked(key, trees[key], emitter.emit(trees[key]))
     guard_tree = trees.get("when")
     guard: str | None = None
     if guard_tree is not None and guard_tree.vector:
         body = f"_np.where({emitter.emit(guard_tree)}, {body}, {NEUTRAL[form]})"
     elif guard_tree is not None:
-        guard = emitter.emit(guard_tree)
+        guard = _checked("when", guard_tree, emitter.emit(guard_tree))
     count = f"len(v_{vector_names[0]})"
     # numpy follows IEEE for doubles (x/0.0 = inf) as CEL does, so its warnings are silenced
-    return _function("_make_vector", params, guard, f"_vres({body}, _n)", prelude=f"_n = {count}",
+    return _function("_make_vector", params, guard, f"_vres({body}, _n)", emitter.metered, prelude=f"_n = {count}",
                      context="_np.errstate(all='ignore')")
 
 
@@ -194,13 +231,15 @@ def compile_expression(tree: t.Expr, variables: tuple[str, ...], vocabulary: Voc
     and tools, while rule files go through compile_rule.
     """
     params = ", ".join("v_" + n for n in variables)
-    ns: dict[str, Any] = {**HELPERS, **VECTOR_HELPERS, "_fail": failure(name, "<expression>", 1)}
-    source = _function("_make_scalar", params, None, Emitter(vocabulary, types, ns, {}).emit(tree))
+    ns = _namespace(types, failure(name, "<expression>", 1))
+    emitter = Emitter(vocabulary, types, ns, {})
+    source = _function("_make_scalar", params, None, emitter.emit(tree), emitter.metered)
     per_node = [n for n in variables if n in vector_names]
     if per_node:
-        body = f"_vres({VectorEmitter(vocabulary, types, ns, {}).emit(tree)}, _n)"
-        source += "\n" + _function("_make_vector", params, None, body, prelude=f"_n = len(v_{per_node[0]})",
-                                   context="_np.errstate(all='ignore')")
-    exec(compile(source, f"<rule {name}>", "exec"), ns)  # noqa: S102 - generated code
-    vector = ns["_make_vector"](None, None) if per_node else None
-    return ns["_make_scalar"](None, None), vector
+        vemitter = VectorEmitter(vocabulary, types, ns, {})
+        body = f"_vres({vemitter.emit(tree)}, _n)"
+        source += "\n" + _function("_make_vector", params, None, body, vemitter.metered,
+                                   prelude=f"_n = len(v_{per_node[0]})", context="_np.errstate(all='ignore')")
+    _execute(source, ns, f"<rule {name}>")
+    vector = ns.values["_make_vector"](None, None) if per_node else None
+    return ns.values["_make_scalar"](None, None), vector

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kaipolicy.errors import RuleError
+from kaipolicy.errors import InputError, RuleError
 from kaipolicy.rules.check import Checker
 from kaipolicy.rules.compile import compile_expression
 from kaipolicy.rules.diagnostics import ERROR, Diagnostic
@@ -36,10 +36,14 @@ def compile_text(text: str, variables: Mapping[str, str], vocabulary: Vocabulary
                  vector_names: frozenset[str] = frozenset()) -> Expression:
     """Compile `text` over typed `variables` (name -> type); callables take them in that order."""
     vocabulary = vocabulary or Vocabulary()
+    for name in variables:
+        if not name.isidentifier() or not name.isascii():
+            raise InputError(f"variable {name!r}: a variable's name must be a CEL identifier")
     try:
         tree = parse(text)
     except ParseError as err:
-        raise RuleError([_diagnostic(text, "E201", err.pos, f"syntax error: {err.message}")]) from None
+        message = f"syntax error: {err.message}" if err.code == "E201" else err.message
+        raise RuleError([_diagnostic(text, err.code, err.pos, message)]) from None
     checked = Checker(vocabulary, variables, vector_names=vector_names).check(tree)
     if checked.problems:
         raise RuleError([_diagnostic(text, p.code, p.pos, p.message) for p in checked.problems])

@@ -30,12 +30,12 @@ GRAMMAR = r"""
 ?unary: member
      | (BANG | MINUS) unary -> unary
 ?member: primary
-     | member "." IDENT -> select
+     | member "." (IDENT | QUOTED_FIELD) -> select
      | member "." IDENT "(" [args] ")" -> method
      | member LBRACK expr "]" -> index
 ?primary: IDENT -> ident
      | "."? IDENT "(" [args] ")" -> call
-     | "(" expr ")"
+     | "(" expr ")" -> group
      | LBRACK [items] "]" -> list_lit
      | LBRACE [entries] "}" -> map_lit
      | UINT -> uint_lit
@@ -73,6 +73,7 @@ TRUE: "true"
 FALSE: "false"
 NULL: "null"
 IDENT: /[_a-zA-Z][_a-zA-Z0-9]*/
+QUOTED_FIELD: /`[_a-zA-Z0-9.\-\/ ]+`/
 FLOAT.3: /([0-9]+\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|\.[0-9]+([eE][+-]?[0-9]+)?)/
 UINT.3: /(0x[0-9a-fA-F]+|[0-9]+)[uU]/
 INT.2: /0x[0-9a-fA-F]+|[0-9]+/
@@ -84,17 +85,23 @@ COMMENT: /\/\/[^\n]*/
 """
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 INT64_MAX = 2**63 - 1
+# Limits that keep every later stage (and the Python compiler under the generated code) far from
+# its own recursion and nesting limits; docs/policy-language.md states them with their codes.
+MAX_EXPRESSION_LENGTH = 10_000   # code points (E203)
+MAX_DEPTH = 50                   # levels of the expression tree; `a || b || c` is 3 deep (E202)
+_HEX = frozenset("0123456789abcdefABCDEF")
 _SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
                    "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
 
 
 class ParseError(Exception):
-    """A syntax error at character offset `pos` of the expression."""
+    """A syntax error (or a limit passed, `code`) at character offset `pos` of the expression."""
 
-    def __init__(self, pos: int, message: str) -> None:
+    def __init__(self, pos: int, message: str, code: str = "E201") -> None:
         super().__init__(message)
         self.pos = pos
         self.message = message
+        self.code = code
 
 
 @lru_cache(maxsize=1)
@@ -104,8 +111,22 @@ def _parser() -> lark.Lark:
 
 def parse(text: str) -> t.Expr:
     """The tree of one CEL expression; raises ParseError with the offset of the problem."""
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise ParseError(0, f"the expression is {len(text)} characters long, over the limit of "
+                            f"{MAX_EXPRESSION_LENGTH}", "E203")
+    node = _build(text, _syntax(text))
+    _check_depth(node)
+    for item in t.walk(node):
+        if isinstance(item, t.Literal) and item.kind == "int" and not -INT64_MAX - 1 <= item.value <= INT64_MAX:
+            raise ParseError(item.pos, "integer literal out of range")
+        if isinstance(item, t.Literal) and item.kind == "uint" and not 0 <= item.value < 2**64:
+            raise ParseError(item.pos, "uint literal out of range")
+    return node
+
+
+def _syntax(text: str) -> lark.Tree[lark.Token]:
     try:
-        raw = _parser().parse(text)
+        return _parser().parse(text)
     except lark.UnexpectedCharacters as err:
         # lark declares `pos_in_stream = None` on the base class; the lexer always sets it here.
         pos = cast(int, err.pos_in_stream)
@@ -116,31 +137,69 @@ def parse(text: str) -> t.Expr:
         pos = err.token.start_pos if err.token.start_pos is not None else len(text)
         what = "end of expression" if err.token.type == "$END" else repr(str(err.token))
         raise ParseError(pos, f"unexpected {what}") from None
+    except lark.exceptions.LarkError as err:
+        raise ParseError(0, f"cannot parse: {err}") from None
+
+
+def _build(text: str, raw: lark.Tree[lark.Token]) -> t.Expr:
+    """lark's tree -> ours, without recursion (depth is checked after). A literal the builder
+    cannot read (`010`, `'\\xZZ'`, an escape past U+10FFFF) is a syntax error at its token."""
     try:
-        node = _Build().transform(raw)
-    except lark.exceptions.VisitError as err:  # a ParseError raised while building a node
+        return _Build().transform(raw)
+    except lark.exceptions.VisitError as err:
         if isinstance(err.orig_exc, ParseError):
             raise err.orig_exc from None
-        raise
-    for item in t.walk(node):
-        if isinstance(item, t.Literal) and item.kind == "int" and not -INT64_MAX - 1 <= item.value <= INT64_MAX:
-            raise ParseError(item.pos, "integer literal out of range")
-        if isinstance(item, t.Literal) and item.kind == "uint" and not 0 <= item.value < 2**64:
-            raise ParseError(item.pos, "uint literal out of range")
-    return node
+        token = next((x for x in _tokens(err.obj)), None)
+        pos = _pos(token) if token is not None else 0
+        shown = str(token) if token is not None else text
+        raise ParseError(pos, f"invalid literal {shown[:40]!r}: {err.orig_exc}") from None
+
+
+def _tokens(obj: Any) -> Any:
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, lark.Token):
+            yield item
+        elif isinstance(item, lark.Tree):
+            stack.extend(reversed(item.children))
+
+
+def _check_depth(root: t.Expr) -> None:
+    """Refuse a tree deeper than MAX_DEPTH before any recursive stage walks it."""
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ParseError(node.pos, f"the expression nests deeper than {MAX_DEPTH} levels (a chain of "
+                                       "`||` or `&&` counts one level per operator: prefer `x in [...]` "
+                                       "or exists())", "E202")
+        stack.extend((child, depth + 1) for child in node.children())
 
 
 def _pos(token: Any) -> int:
     return int(token.start_pos) if isinstance(token, lark.Token) and token.start_pos is not None else 0
 
 
-class _Build(lark.Transformer[lark.Token, t.Expr]):
+class _Build(lark.visitors.Transformer_NonRecursive[lark.Token, t.Expr]):
     """Bottom-up: lark's parse tree -> tree nodes.
 
     One method per grammar alias; a rule's children are typed `list[Any]` because their shape
     is fixed by the grammar, not by lark's types. Literal aliases end in `_lit`, so that no
     method shadows the builtin `list` the annotations use.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Facts about nodes, keyed by id(); each entry holds its node, so a freed node's id cannot
+        # lend the fact to a later node.
+        self._grouped: dict[int, t.Expr] = {}   # written in parentheses
+        self._bare: dict[int, t.Expr] = {}      # left by a cancelled pair of operators (`--5`)
+        self._signed: dict[int, tuple[t.Literal, t.Literal]] = {}  # `-5` as one literal: (itself, `5`)
+
+    def group(self, c: list[Any]) -> t.Expr:
+        self._grouped[id(c[0])] = c[0]
+        return cast(t.Expr, c[0])
 
     def cond(self, c: list[Any]) -> t.Expr:
         return t.Cond(_pos(c[1]), c[0], c[2], c[3])
@@ -149,13 +208,31 @@ class _Build(lark.Transformer[lark.Token, t.Expr]):
         return t.Binary(_pos(c[1]), str(c[1]), c[0], c[2])
 
     def unary(self, c: list[Any]) -> t.Expr:
-        op, operand = str(c[0]), c[1]
-        if op == "-" and isinstance(operand, t.Literal) and operand.kind in ("int", "double"):
-            return t.Literal(_pos(c[0]), -operand.value, operand.kind)
-        return t.Unary(_pos(c[0]), op, operand)
+        """As in CEL's grammar, a chain of one operator cancels in pairs (`--x` is x, `!!!x` is
+        `!x`), and one minus right before a number is its sign (`-9223372036854775808` is an int
+        literal), but not a minus before `(5)` nor one left over from a chain (`---5` is `-(5)`)."""
+        op, operand, pos = str(c[0]), cast(t.Expr, c[1]), _pos(c[0])
+        if id(operand) in self._grouped and self._grouped[id(operand)] is operand:
+            return t.Unary(pos, op, operand)
+        if isinstance(operand, t.Unary) and operand.op == op:
+            return self._left_bare(operand.operand)
+        signed = self._signed.get(id(operand))
+        if op == "-" and signed is not None and signed[0] is operand:
+            return self._left_bare(signed[1])
+        if (op == "-" and isinstance(operand, t.Literal) and operand.kind in ("int", "double")
+                and self._bare.get(id(operand)) is not operand):
+            literal = t.Literal(pos, -operand.value, operand.kind)
+            self._signed[id(literal)] = (literal, operand)
+            return literal
+        return t.Unary(pos, op, operand)
+
+    def _left_bare(self, node: t.Expr) -> t.Expr:
+        self._bare[id(node)] = node
+        return node
 
     def select(self, c: list[Any]) -> t.Expr:
-        return t.Select(_pos(c[1]), c[0], str(c[1]))
+        name = str(c[1])  # a backquoted name (`content-type`) selects a map key that is no identifier
+        return t.Select(_pos(c[1]), c[0], name[1:-1] if name.startswith("`") else name)
 
     def index(self, c: list[Any]) -> t.Expr:
         return t.Index(_pos(c[1]), c[0], c[2])
@@ -217,9 +294,9 @@ class _Build(lark.Transformer[lark.Token, t.Expr]):
         return t.Literal(_pos(c[0]), _unquote(str(c[0]), _pos(c[0])), "string")
 
     def bytes_lit(self, c: list[Any]) -> t.Expr:
-        text = str(c[0])
-        body = text[1:] if text[0] in "bB" else text[0] + text[2:]
-        return t.Literal(_pos(c[0]), _unquote(body, _pos(c[0])).encode("utf-8"), "bytes")
+        text = str(c[0])  # b'..', br'..' or rb'..': keep the r, drop the b
+        body, pos = (text[1:], _pos(c[0]) + 1) if text[0] in "bB" else (text[0] + text[2:], _pos(c[0]))
+        return t.Literal(_pos(c[0]), _unquote(body, pos, as_bytes=True), "bytes")
 
     def true_lit(self, c: list[Any]) -> t.Expr:
         return t.Literal(_pos(c[0]), True, "bool")
@@ -231,34 +308,64 @@ class _Build(lark.Transformer[lark.Token, t.Expr]):
         return t.Literal(_pos(c[0]), None, "null")
 
 
-def _unquote(text: str, pos: int) -> str:
+def _unquote(text: str, pos: int, as_bytes: bool = False) -> str | bytes:
+    """The value of a string or bytes literal token (prefix letters already removed from `text`
+    except `r`); `pos` is the token's offset, for errors."""
     raw = text[0] in "rR"
-    body = text[1:] if raw else text
-    quote = 3 if body[:3] in ('"""', "'''") else 1
-    body = body[quote:-quote]
-    return body if raw else _unescape(body, pos)
+    start = 1 if raw else 0
+    quote = 3 if text[start:start + 3] in ('"""', "'''") else 1
+    body = text[start + quote:-quote]
+    if raw:
+        return body.encode("utf-8") if as_bytes else body
+    return _unescape(body, pos + start + quote, as_bytes)
 
 
-def _unescape(body: str, pos: int) -> str:
-    out: list[str] = []
+def _unescape(body: str, pos: int, as_bytes: bool) -> str | bytes:
+    """CEL escapes: in bytes, \\x, \\X and octal escapes are single octets (not UTF-8 of a
+    code point) and \\u, \\U are not allowed; in strings they are code points, no surrogates."""
+    out = bytearray() if as_bytes else None
+    text: list[str] = []
     i = 0
     while i < len(body):
         c = body[i]
         if c != "\\":
-            out.append(c)
-            i += 1
+            j = body.find("\\", i)
+            chunk = body[i:] if j < 0 else body[i:j]
+            if out is not None:
+                out += chunk.encode("utf-8")
+            else:
+                text.append(chunk)
+            i += len(chunk)
             continue
-        nxt = body[i + 1:i + 2]
-        if nxt in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[nxt])
-            i += 2
-        elif nxt in ("x", "u", "U"):
-            width = {"x": 2, "u": 4, "U": 8}[nxt]
-            out.append(chr(int(body[i + 2:i + 2 + width], 16)))
-            i += 2 + width
-        elif nxt.isdigit():
-            out.append(chr(int(body[i + 1:i + 4], 8)))
-            i += 4
+        code, width, octet = _escape(body, i, pos, as_bytes)
+        if out is not None:
+            out += bytes([code]) if octet else chr(code).encode("utf-8")
         else:
-            raise ParseError(pos, f"invalid escape sequence '\\{nxt}'")
-    return "".join(out)
+            text.append(chr(code))
+        i += width
+    return bytes(out) if out is not None else "".join(text)
+
+
+def _escape(body: str, i: int, pos: int, as_bytes: bool) -> tuple[int, int, bool]:
+    """(code, length of the escape, whether the code is one octet) for the escape at body[i]."""
+    nxt = body[i + 1:i + 2]
+    where = pos + i
+    if nxt in _SIMPLE_ESCAPES:
+        return ord(_SIMPLE_ESCAPES[nxt]), 2, False
+    if nxt in ("x", "X", "u", "U"):
+        width = {"x": 2, "X": 2, "u": 4, "U": 8}[nxt]
+        digits = body[i + 2:i + 2 + width]
+        if len(digits) != width or any(d not in _HEX for d in digits):
+            raise ParseError(where, f"'\\{nxt}' needs {width} hexadecimal digits")
+        if as_bytes and nxt in "uU":
+            raise ParseError(where, f"'\\{nxt}' escapes are not allowed in bytes literals")
+        code = int(digits, 16)
+        if nxt in "uU" and (0xD800 <= code <= 0xDFFF or code > 0x10FFFF):
+            raise ParseError(where, f"'\\{nxt}{digits}' is not a Unicode code point")
+        return code, 2 + width, as_bytes and nxt in "xX"
+    digits = body[i + 1:i + 4]
+    if len(digits) == 3 and digits[0] in "0123" and all(d in "01234567" for d in digits[1:]):
+        return int(digits, 8), 4, as_bytes
+    if nxt.isdigit():
+        raise ParseError(where, "an octal escape is three digits from \\000 to \\377")
+    raise ParseError(where, f"invalid escape sequence '\\{nxt}'")

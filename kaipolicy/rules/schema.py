@@ -18,13 +18,18 @@ import jsonschema
 
 from kaipolicy.framework.hooks import BY_NAME, Form, HookKind
 from kaipolicy.paths import data_dir
-from kaipolicy.rules.arguments import Argument, check_value, coerce
+from kaipolicy.rules.arguments import Argument, check_value, coerce, valid_type
+from kaipolicy.rules.check import RESERVED_PREFIX, RESERVED_REASON
 from kaipolicy.rules.diagnostics import Diagnostic
 from kaipolicy.rules.source import KeyPath, SourceFile
 
 SCHEMA_PATH = data_dir("schemas") / "rulefile.schema.json"
 FORM_KEYS: dict[Form, str] = {f: f.value for f in Form}
 _EXTRA_KEYS: dict[str, Form] = {"message": Form.DENY, "weight": Form.SCORE, "with": Form.BUILTIN}
+# Forms whose result can be computed and then set aside: a warn or audit rule of these forms is
+# evaluated and changes nothing. Built-ins act by side effect, and value or annotation rules
+# have no decision to shadow, so they are always enforced.
+SHADOWABLE = frozenset({Form.DENY, Form.ALLOW, Form.SCORE, Form.KEY})
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class RuleSpec:
     builtin: str = ""
     with_args: dict[str, Any] = field(default_factory=dict)
     expressions: dict[str, str] = field(default_factory=dict)  # "when", "deny", "annotations.k", ...
+    mode: str = "enforce"     # enforce | warn | audit
 
     def path(self, key: str) -> KeyPath:
         return ("rules", self.index, *key.split(".", 1))
@@ -53,6 +59,7 @@ class PluginSpec:
     reference: str
     arguments: dict[str, Argument]
     rules: tuple[RuleSpec, ...]
+    enable: str = "configured"    # always: runs even where the scheduler configuration does not list it
 
 
 @lru_cache(maxsize=1)
@@ -71,7 +78,7 @@ def check_structure(src: SourceFile) -> tuple[PluginSpec | None, list[Diagnostic
     arguments = _arguments(src, data.get("arguments"), diags)
     rules = _rules(src, data.get("rules"), diags)
     spec = PluginSpec(data["plugin"], src.path, _text(data.get("description")),
-                      _text(data.get("reference")), arguments, tuple(rules))
+                      _text(data.get("reference")), arguments, tuple(rules), _text(data.get("enable")) or "configured")
     return spec, diags
 
 
@@ -119,7 +126,17 @@ def _arguments(src: SourceFile, raw: Any, diags: list[Diagnostic]) -> dict[str, 
     if not isinstance(raw, dict):
         return out
     for name, decl in raw.items():
-        if not isinstance(decl, dict) or decl.get("type") not in ("int", "uint", "double", "bool", "string"):
+        if not isinstance(decl, dict) or not isinstance(decl.get("type"), str):
+            continue
+        if not valid_type(decl["type"]):
+            line, col = src.place(("arguments", name, "type"))
+            msg = (f"argument {name!r}: type {decl['type']!r} is not int, uint, double, bool, string, "
+                   "list<T> or map<string,T>")
+            diags.append(src.diagnostic("E106", msg, line, col))
+            continue
+        if str(name).startswith(RESERVED_PREFIX):
+            line, col = src.place(("arguments", name), key=True)
+            diags.append(src.diagnostic("E307", f"argument name {name!r}: {RESERVED_REASON}", line, col))
             continue
         arg = _argument(src, name, decl, diags)
         if arg is not None:
@@ -182,14 +199,15 @@ def _rule(src: SourceFile, index: int, rule: dict[str, Any], diags: list[Diagnos
     weight = rule.get("weight", 1.0)
     return RuleSpec(name, hook, index, src.place(("rules", index))[0], _text(rule.get("description")),
                     float(weight) if isinstance(weight, (int, float)) else 1.0,
-                    _text(rule.get("builtin")), dict(rule.get("with") or {}), exprs)
+                    _text(rule.get("builtin")), dict(rule.get("with") or {}), exprs,
+                    _text(rule.get("mode")) or "enforce")
 
 
 def _bad_type(src: SourceFile, index: int, key: str) -> bool:
     """True when the schema already refused this key (its diagnostic is reported elsewhere)."""
     rule = src.data["rules"][index]
     value = rule.get(key)
-    if key in ("name", "description", "builtin"):
+    if key in ("name", "description", "builtin", "mode"):
         return not isinstance(value, str)
     if key == "weight":
         return not isinstance(value, (int, float)) or isinstance(value, bool)
@@ -212,3 +230,8 @@ def _form_keys(src: SourceFile, index: int, rule: dict[str, Any], hook: HookKind
             line, col = src.place(("rules", index, key), key=True)
             msg = f"key {key!r} does not fit hook {hook.name!r} (form {hook.form.value!r}, key {want!r})"
             diags.append(src.diagnostic("E104", msg, line, col, rule=name))
+    if rule.get("mode", "enforce") != "enforce" and hook.form not in SHADOWABLE:
+        line, col = src.place(("rules", index, "mode"))
+        msg = (f"mode {rule['mode']!r} needs a deny, allow, score or key rule; hook {hook.name!r} "
+               f"(form {hook.form.value!r}) is always enforced")
+        diags.append(src.diagnostic("E104", msg, line, col, rule=name))

@@ -13,12 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.constructor import SafeConstructor
 
+from kaipolicy import yamlsafe
+from kaipolicy.errors import YamlError
 from kaipolicy.rules.diagnostics import ERROR, Diagnostic
 
 KeyPath = tuple[str | int, ...]
-_CONSTRUCTOR = SafeConstructor()
+#: A rule file is small: 1 MiB, 32 levels of nesting, no aliases (an alias's node would stand
+#: in two places at once, and expanding aliases is how a few hundred bytes become gigabytes).
+LIMITS = yamlsafe.Limits(max_bytes=2**20, max_depth=32, alias_values=0, what="rule file")
+#: YamlError kinds -> diagnostic codes (everything else is E002, malformed YAML).
+_CODES = {"read": "E001", "encoding": "E001", "size": "E006", "alias": "E007", "depth": "E008",
+          "duplicate-key": "E004"}
 _ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
             "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85",
             "_": "\xa0", "L": "\u2028", "P": "\u2029"}
@@ -72,21 +78,19 @@ class SourceFile:
 def read_source(path: str | Path, text: str | None = None) -> tuple[SourceFile, list[Diagnostic]]:
     """Read and compose one file; YAML errors become diagnostics, never exceptions."""
     name = str(path)
-    if text is None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            return SourceFile(name, ""), [Diagnostic("E001", ERROR, name, 0, 0, f"cannot read file: {err}")]
-    src = SourceFile(name, text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        msg = f"malformed YAML: {err.problem or err.context}"
-        return src, [src.diagnostic("E002", msg, line, col)]
-    except yaml.YAMLError as err:
-        return src, [src.diagnostic("E002", f"malformed YAML: {err}", 1, 1)]
+        if text is None:
+            text = yamlsafe.read_text(path, LIMITS)
+        elif len(text) > LIMITS.max_bytes or len(text.encode("utf-8", "surrogatepass")) > LIMITS.max_bytes:
+            raise YamlError(name, "size", f"the rule file is larger than {LIMITS.max_bytes // 2**20} MiB, "
+                                          "the limit for one document")
+        src = SourceFile(name, text)
+        root = yamlsafe.compose(text, name, LIMITS)
+    except YamlError as err:
+        src = SourceFile(name, text or "")
+        code = _CODES.get(err.code, "E002")
+        line, col = (err.line, err.column) if err.line else ((0, 0) if code == "E001" else (1, 1))
+        return src, [src.diagnostic(code, err.message, line, col)]
     if root is None:
         return src, [src.diagnostic("E003", "the file is empty", 1, 1)]
     diags: list[Diagnostic] = []
@@ -99,7 +103,7 @@ def _walk(src: SourceFile, node: yaml.Node, path: KeyPath, diags: list[Diagnosti
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _CONSTRUCTOR.construct_object(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+            key = _scalar(src, key_node, diags) if isinstance(key_node, yaml.ScalarNode) else None
             key = key if isinstance(key, str) else str(key)
             if key in out:
                 line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
@@ -109,9 +113,16 @@ def _walk(src: SourceFile, node: yaml.Node, path: KeyPath, diags: list[Diagnosti
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_walk(src, item, path + (i,), diags) for i, item in enumerate(node.value)]
+    return _scalar(src, node, diags)
+
+
+def _scalar(src: SourceFile, node: yaml.Node, diags: list[Diagnostic]) -> Any:
+    """A scalar's value; one that cannot be read (a 5000-digit number) is kept as its text."""
     try:
-        return _CONSTRUCTOR.construct_object(node)
-    except yaml.YAMLError:
+        return yamlsafe.scalar_value(node)
+    except ValueError as err:
+        line, col = node.start_mark.line + 1, node.start_mark.column + 1
+        diags.append(src.diagnostic("E002", f"cannot read {str(node.value)[:40]!r}: {err}", line, col))
         return node.value
 
 

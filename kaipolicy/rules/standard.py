@@ -11,25 +11,30 @@ from typing import Any
 
 import numpy as np
 
-from kaipolicy.api.job import Job
+from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import affinity, capacity, fragmentation, gpusharing, topology
 from kaipolicy.framework.fits import fits_mask, memory_of
 from kaipolicy.framework.nodetable import NodeVector
-from kaipolicy.framework.session import Session
+from kaipolicy.framework.session import GpuView, Session
 from kaipolicy.framework.tasks import tasks_to_allocate
 from kaipolicy.rules.vocabulary import FieldSpec, FunctionSpec, TypeSpec, Vocabulary
 from kaipolicy.rules.vocabulary import snake_case as _snake
 
+# Declared bounds for the static cost estimate (docs/policy-language.md, "Cost"): Kubernetes
+# names are DNS subdomains (<= 253), and the label counts leave room for node feature discovery.
+MAX_SIZES = {"name": 253, "namespace": 63, "queue": 253, "labels": 256, "nodeAffinity": 64, "victims": 1000,
+             "tasks": 1000}
 
-def _type(name: str, doc: str, fields: dict[str, tuple[str, str] | str]) -> TypeSpec:
+
+def _type(name: str, doc: str, fields: dict[str, tuple[str, str] | str], *classes: type) -> TypeSpec:
     specs = {}
     for cel, t in fields.items():
         ctype, attr = (t, _snake(cel)) if isinstance(t, str) else t
-        specs[cel] = FieldSpec(cel, ctype, attr)
-    return TypeSpec(name, specs, doc)
+        specs[cel] = FieldSpec(cel, ctype, attr, max_size=MAX_SIZES.get(cel))
+    return TypeSpec(name, specs, doc, python_types=classes)
 
 
 TYPES = {
@@ -39,27 +44,28 @@ TYPES = {
         "memoryBytes": "double", "cpuOnly": "bool", "sharedGpu": "bool", "migRequest": "bool",
         "labels": "map<string,string>", "nodeAffinity": ("list<string>", "node_affinity"),
         "legacyMig": "bool", "subGroup": "string",
-    }),
+    }, Task),
     "Job": _type("Job", "A pod group.", {
         "name": "string", "namespace": "string", "queue": "string", "priority": "int",
         "preemptible": "bool", "elasticState": ("int", "elastic"), "minAvailable": "int",
-    }),
+    }, Job),
     "PodSet": _type("PodSet", "A sub-group holding pods, its own gang.", {
         "name": "string", "minAvailable": "int", "allocated": ("int", "active_allocated"),
         "gangSatisfied": ("bool", "satisfied"), "allocationRatio": "double",
-    }),
-    "SubGroup": _type("SubGroup", "A sub-group of sub-groups.", {"name": "string"}),
-    "Queue": _type("Queue", "A queue or department.", {"name": "string", "priority": "int"}),
+    }, PodSet),
+    "SubGroup": _type("SubGroup", "A sub-group of sub-groups.", {"name": "string"}, SubGroupSet),
+    "Queue": _type("Queue", "A queue or department.", {"name": "string", "priority": "int"}, Queue),
     "Node": _type("Node", "A node and what is free on it.", {
         "name": "string", "labels": "map<string,string>", "idleGpus": "double", "releasingGpus": "double",
         "freeGpus": "double", "allocatableGpus": "double", "gpuCount": "int", "freeCpuMillis": "double",
         "allocatableCpuMillis": "double", "freeMemoryBytes": "double", "allocatableMemoryBytes": "double",
         "freePods": "double", "gpuMemoryMiB": ("int", "gpu_memory"), "gpuMemorySynced": "bool",
         "unschedulable": "bool", "cpuOnly": "bool", "migEnabled": "bool", "migStrategy": "string",
-    }),
+        "ready": "bool", "notReadyReason": "string",
+    }, Node),
     "Gpu": _type("Gpu", "One candidate GPU on a node for a shared task.", {
         "whole": "bool", "usedPortion": "double", "group": "string",
-    }),
+    }, GpuView),
     "Cluster": TypeSpec("Cluster", {}, "The session; pass it to functions that consult it."),
     "Scenario": TypeSpec("Scenario", {}, "A victim scenario (eviction actions)."),
 }
@@ -104,9 +110,16 @@ def _fits_shared_group_vector(task: Task, node: NodeVector) -> np.ndarray:
 
 
 def _node_affinity_vector(task: Task, node: NodeVector) -> np.ndarray:
-    if not task.node_affinity:
+    if not task.has_node_affinity:
         return np.ones(len(node), dtype=bool)
     return np.fromiter((affinity.node_affinity_matches(task, n) for n in node.nodes), dtype=bool, count=len(node))
+
+
+def _untolerated_taint_vector(task: Task, node: NodeVector) -> np.ndarray:
+    out = np.full(len(node), "", dtype=object)
+    for i in np.flatnonzero(node.tainted):
+        out[i] = affinity.untolerated_taint(task, node.nodes[int(i)])
+    return out
 
 
 def _fits_shared_group(task: Task, node: Node) -> bool:
@@ -271,7 +284,10 @@ FUNCTIONS = {f.name: f for f in (
        "9 x (1 - (free - min) / (max - min)) of the 'gpu' or 'cpu' resource over the candidate nodes."),
     _f("placement.spread", ("double", "double"), "double", _spread, _spread, "free / total, 0 when total is 0."),
     _f("affinity.nodeMatches", ("Task", "Node"), "bool", affinity.node_affinity_matches,
-       _node_affinity_vector, "The node satisfies the task's required node affinity."),
+       _node_affinity_vector, "The node has the task's nodeSelector labels and satisfies its required node affinity."),
+    _f("affinity.untoleratedTaint", ("Task", "Node"), "string", affinity.untolerated_taint,
+       _untolerated_taint_vector,
+       "The first NoSchedule or NoExecute taint of the node the task does not tolerate, as a message; '' when none."),
     _f("affinity.podFits", ("Cluster", "Task", "Node"), "bool", _pod_affinity, _pod_affinity_vector,
        "The task's required pod affinity and anti-affinity hold on the node."),
     _f("capacity.onNode", ("Cluster", "Task", "Job", "Node"), "string", _cap_on_node,
@@ -339,4 +355,67 @@ FUNCTIONS.update({f.name: f for f in (
        "The victim started less than its preempt min-runtime ago; arg: default duration."),
     _f("minruntime.keepsMinAvailable", ("Victim",), "bool", _minruntime.keeps_min_available, None,
        "Taking the victim's listed pods leaves every pod set of it at least its minimum."),
+)})
+
+
+# ---- queue and job facts for policy bundles (issue 9) ----
+# Queues are named as rules know them (a job's `queue`, the names in a plugin's arguments); the
+# numbers are the session's, so they include what this cycle has placed or evicted so far.
+from kaipolicy.api.queue import UNLIMITED as _UNLIMITED
+from kaipolicy.builtins.fairshare import QueueShare as _QueueShare
+
+_QUEUE_GPUS = {"allocated": "allocated", "deserved": "deserved", "fairShare": "fair_share", "limit": "max_allowed"}
+
+
+def _share(cluster: Session, queue: str) -> _QueueShare:
+    share = cluster.shares.queues.get(queue)
+    if share is None:
+        share = next((qs for qs in cluster.shares.queues.values() if qs.queue.name == queue), None)
+    if share is None:
+        raise ValueError(f"no queue named {queue!r}")
+    return share
+
+
+def _queue_path(cluster: Session, queue: str) -> list[str]:
+    return [qs.queue.name for qs in cluster.shares.path(_share(cluster, queue).queue.uid)]
+
+
+def _queue_ancestors(cluster: Session, queue: str) -> list[str]:
+    return _queue_path(cluster, queue)[1:]
+
+
+def _gpus_on(cluster: Session, queue: str, label: str, value: str) -> float:
+    return cluster.labelled_usage(label).held(_share(cluster, queue).queue.uid, value)
+
+
+def _queue_gpus(cluster: Session, queue: str, what: str) -> float:
+    if what not in _QUEUE_GPUS:
+        raise ValueError(f"queues.gpus: the third argument is one of {', '.join(_QUEUE_GPUS)}, not {what!r}")
+    return float(getattr(_share(cluster, queue).shares["gpu"], _QUEUE_GPUS[what]))
+
+
+def _over(cluster: Session, queue: str, cap: str) -> bool:
+    shares = _share(cluster, queue).shares.values()
+    return any(getattr(s, cap) != _UNLIMITED and s.allocated > getattr(s, cap) + 1e-9 for s in shares)
+
+
+def _running_seconds(cluster: Session, job: Job) -> float:
+    return 0.0 if job.last_start is None else max(0.0, cluster.cluster.now - job.last_start)
+
+
+FUNCTIONS.update({f.name: f for f in (
+    _f("queues.path", ("Cluster", "string"), "list<string>", _queue_path, None,
+       "The queue and its parents up to the top, by name (the queue first)."),
+    _f("queues.ancestors", ("Cluster", "string"), "list<string>", _queue_ancestors, None,
+       "The queue's parents up to the top, by name (its parent first)."),
+    _f("queues.gpusOn", ("Cluster", "string", "string", "string"), "double", _gpus_on, None,
+       "GPUs the queue (with every queue below it) holds on nodes whose label (3rd) has the value (4th)."),
+    _f("queues.gpus", ("Cluster", "string", "string"), "double", _queue_gpus, None,
+       "The queue's 'allocated', 'deserved', 'fairShare' or 'limit' GPUs (-1.0: unlimited)."),
+    _f("queues.overLimit", ("Cluster", "string"), "bool", lambda c, q: _over(c, q, "max_allowed"), None,
+       "The queue holds more than its limit of some resource (e.g. its limit was lowered)."),
+    _f("queues.overQuota", ("Cluster", "string"), "bool", lambda c, q: _over(c, q, "deserved"), None,
+       "The queue holds more than its deserved quota of some resource."),
+    _f("jobs.runningSeconds", ("Cluster", "Job"), "double", _running_seconds, None,
+       "Seconds since the job last started running; 0 if it never has."),
 )})

@@ -14,7 +14,7 @@ import numpy as np
 
 from kaipolicy.rules import runtime as rt
 from kaipolicy.rules import tree as t
-from kaipolicy.rules.emit import Emitter
+from kaipolicy.rules.emit import Emitter, truth
 
 
 def _checked_int(result: Any) -> Any:
@@ -94,7 +94,7 @@ class VectorEmitter(Emitter):
         cond, then, other = self.emit(node.cond), self.emit(node.then), self.emit(node.other)
         if node.cond.vector:
             return f"_np.where({cond}, {then}, {other})"
-        return f"({then} if {cond} else {other})"
+        return f"({then} if {truth(node.cond, cond)} else {other})"
 
     def _vbinary(self, node: t.Binary) -> str:
         left, right = self.emit(node.left), self.emit(node.right)
@@ -117,9 +117,7 @@ class VectorEmitter(Emitter):
         args = [self.emit(a) for a in node.args]
         spec = self.vocabulary.functions.get(node.name) if node.target is None else None
         if spec is not None and spec.vector_impl is not None:
-            name = self.fresh("_fv")
-            self.ns[name] = spec.vector_impl
-            return f"{name}({', '.join(args)})"
+            return f"{self.ns.bind('_fv', spec.vector_impl)}({', '.join(args)})"
         if node.name == "double":
             return f"_np.asarray({args[0]}, dtype=float)"
         if node.name == "int":

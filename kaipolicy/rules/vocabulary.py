@@ -17,19 +17,28 @@ NUMERIC = frozenset({"int", "uint", "double"})
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """One field of a type: its CEL name, CEL type and the Python attribute read."""
+    """One field of a type: its CEL name, CEL type and the Python attribute read.
+
+    `max_size` bounds the length of a list, map or string field for the static cost estimate.
+    """
 
     name: str
     type: str
     attr: str
     doc: str = ""
+    max_size: int | None = None
 
 
 @dataclass(frozen=True)
 class TypeSpec:
+    """A type rules see. `python_types` are the classes whose instances carry it, so that a
+    `dyn` value's fields resolve through this spec; `by_key` reads fields as mapping keys."""
+
     name: str
     fields: Mapping[str, FieldSpec]
     doc: str = ""
+    python_types: tuple[type, ...] = ()
+    by_key: bool = False
 
 
 @dataclass(frozen=True)

@@ -296,10 +296,11 @@ class _Generator:
         elif kind == "mig":
             req["gpus"] = 0
             req["mig"] = {self.pick(MIG_PROFILES): self.r.randint(1, 2)}
-        if self.chance(0.05):   # odd corners the schema allows
-            req.update(self.pick(({"gpus": 1.5}, {"gpus": 2, "gpuDevices": 2}, {"gpus": 0.5, "gpuDevices": 4},
-                                  {"gpuMemoryMiB": 100000}, {"gpus": 1, "mig": {MIG_PROFILES[0]: 1}},
-                                  {"mig": {"nvidia.com/mig-odd": 1}}, {"gpus": 0.001}, {"cpuMillis": 10**9})))
+        if self.chance(0.05):   # odd corners the scenario rules allow (docs/scenarios.md)
+            req = {"cpuMillis": req["cpuMillis"], "memoryBytes": req["memoryBytes"]}
+            req.update(self.pick(({"gpus": 8}, {"gpus": 1, "gpuDevices": 2}, {"gpus": 0.5, "gpuDevices": 4},
+                                  {"gpuMemoryMiB": 100000}, {"gpus": 0.01}, {"mig": {"nvidia.com/mig-odd": 1}},
+                                  {"gpus": 0.99}, {"cpuMillis": 10**9})))
         return req
 
     def constraint(self, topologies: list[dict[str, Any]]) -> dict[str, Any]:
@@ -352,8 +353,10 @@ class _Generator:
             if self.chance(0.5):
                 aff["antiTopologyKey"] = self.pick(keys)
             task["podAffinity"] = aff
-        if self.chance(0.1):
-            task["resources"] = self.request()
+        if self.chance(0.1) and "gpuDevices" not in job["perTask"]:
+            # the task's resources go over the job's perTask key by key: name every GPU key so
+            # that the two never mix into a request of two kinds (which the rules refuse)
+            task["resources"] = {"gpus": 0, "gpuMemoryMiB": 0, "mig": {}, **self.request()}
         if self.chance(0.05):
             task["legacyMig"] = True
         return task
@@ -404,8 +407,9 @@ class _Generator:
                 continue   # a node named, nothing held
             if self.chaos and self.chance(0.5):
                 # the chaos seeds keep the random node, whatever it holds, with made-up groups
-                if _kind(req)[0] == "shared":
-                    task["gpuGroups"] = [self.pick(("0", "1", "x")) for _ in range(self.r.randint(0, 2))]
+                kind, count, _ = _kind(req)
+                if kind == "shared":
+                    task["gpuGroups"] = [self.pick(("0", "1", "x")) for _ in range(count)]
                 continue
             if self._place_task(task, req, state):
                 continue

@@ -14,7 +14,7 @@ from kaipolicy.framework.statement import Statement
 
 def evict_all(ssn: Session, stmt: Statement, tasks: Sequence[Task], preemptor: Job, action: str,
               rules: str) -> None:
-    reason = {"job": f"{preemptor.namespace}/{preemptor.name}", "action": action, "rules": rules,
+    reason = {"job": preemptor.key, "action": action, "rules": rules,
               "gangSize": str(len(tasks))}
     # Every message is written before the first eviction, so all of them show the same queue
     # numbers, as in the reference; the queue lines are therefore the same for one victim queue.
@@ -27,12 +27,11 @@ def evict_all(ssn: Session, stmt: Statement, tasks: Sequence[Task], preemptor: J
 def eviction_message(ssn: Session, action: str, task: Task, preemptor: Job,
                      details: dict[str, str] | None = None) -> str:
     if action == "preempt":
-        return (f"Pod {task.namespace}/{task.name} was preempted by higher priority workload "
-                f"{preemptor.namespace}/{preemptor.name}")
+        return f"Pod {task.key} was preempted by higher priority workload {preemptor.key}"
     if action == "consolidation":
-        return (f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing "
+        return (f"Pod {task.key} was preempted and rescheduled due to bin packing "
                 "(resource consolidation) procedure")
-    msg = f"Pod {task.namespace}/{task.name} was preempted by workload {preemptor.namespace}/{preemptor.name}."
+    msg = f"Pod {task.key} was preempted by workload {preemptor.key}."
     victim_job = ssn.cluster.jobs.get(task.job)
     if victim_job is None:
         return msg

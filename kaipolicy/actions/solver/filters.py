@@ -171,7 +171,7 @@ class NodeAffinities:
 
     @staticmethod
     def build(scenario: Scenario, feasible: Iterable[str], nodes: dict[str, Node]) -> NodeAffinities | None:
-        if not any(t.node_affinity for t in scenario.pending_tasks):
+        if not any(t.has_node_affinity for t in scenario.pending_tasks):
             return None
         return NodeAffinities(feasible, nodes)
 
@@ -183,7 +183,7 @@ class NodeAffinities:
             if t.node and t.node in self.nodes:
                 self.usable.add(t.node)
         for task in scenario.pending_tasks:
-            if task.node_affinity and not any(affinity.node_affinity_matches(task, self.nodes[n])
+            if task.has_node_affinity and not any(affinity.node_affinity_matches(task, self.nodes[n])
                                               for n in self.usable):
                 return False
         return True

@@ -57,9 +57,9 @@ def test_a_victim_moved_by_one_preemptor_is_not_evicted_again_by_the_next() -> N
     # job2 preempts job1's pod and it is placed again on node2 (moved); job4 must not pick the
     # moved pod as a victim a second time (found by the fuzz tests, seed 21361).
     doc = {"name": "moved victim", "actions": ["preempt"], "queues": [{"name": "q"}],
-           "nodes": [{"name": "node1"}, {"name": "node2", "gpus": 4}],
+           "nodes": [{"name": "node1"}, {"name": "node2", "gpus": 4, "gpuMemoryMiB": 100}],
            "jobs": [{"name": "job1", "queue": "q", "priority": 10, "perTask": {"gpus": 0.3},
-                     "tasks": [{"name": "job1-0", "state": "Allocated", "node": "node1"}]},
+                     "tasks": [{"name": "job1-0", "state": "Allocated", "node": "node1", "gpuGroups": ["0"]}]},
                     {"name": "job2", "queue": "q", "tasks": [{"name": "job2-0", "state": "Pending"}]},
                     {"name": "job4", "queue": "q", "tasks": [{"name": "job4-4", "state": "Pending"}]}]}
     report = simulate(scenario_from_doc(doc, "<moved victim>"), default_bundle()).report()

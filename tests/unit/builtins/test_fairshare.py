@@ -70,3 +70,12 @@ def test_running_work_counts_as_allocated_up_the_tree() -> None:
     s = shares(queues, [job("r", "a", tasks=[{"state": "Running", "node": "n0"}] * 1)])
     assert s.queues["a"].shares["gpu"].allocated == 1
     assert s.queues["d"].shares["gpu"].allocated == 1
+
+
+def test_capacity_counts_only_ready_nodes_and_not_what_other_schedulers_pods_hold() -> None:
+    scn = scenario([node("ok", gpus=8, otherPods={"count": 1, "gpus": 2}), node("cordoned", gpus=8, unschedulable=True),
+                    node("sick", gpus=8, conditions=["NotReady"])],
+                   [pending("ja", "a", 10)], queues=[{"name": "a"}], defaultDepartment=False)
+    s = Shares.build(scn.snapshot())
+    assert s.total["gpu"] == 6
+    assert gpu_fair(s, "a") == 6

@@ -24,7 +24,7 @@ def _node(name: str, gpus: int, zone: str | None, rack: str | None, cpu: int = 6
         labels[ZONE] = zone
     if rack is not None:
         labels[RACK] = rack
-    return {"name": name, "gpus": gpus, "cpuMillis": cpu, "memoryBytes": 10**12, "labels": labels}
+    return {"name": name, "gpus": gpus, "gpuMemoryMiB": 100, "cpuMillis": cpu, "memoryBytes": 10**12, "labels": labels}
 
 
 def _job(name: str, tasks: list[dict[str, Any]], gpus: float = 1, **extra: Any) -> dict[str, Any]:

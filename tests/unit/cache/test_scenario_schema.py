@@ -64,7 +64,7 @@ jobs:
   - {name: sg0, minAvailable: 1, parent: grp}
   tasks:
   - {name: pending_job0-0, state: Pending, subGroup: sg0, node: node1}
-  - {state: Pending, subGroup: sg0, resources: {gpus: 1, mig: {nvidia.com/mig-1g.5gb: 1}}}
+  - {state: Pending, subGroup: sg0, resources: {mig: {nvidia.com/mig-1g.5gb: 1}}}
 expect:
   jobs:
     running_job0: {status: Running, node: node0, gpus: 1}

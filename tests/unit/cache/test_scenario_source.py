@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,83 @@ def test_a_file_that_is_not_yaml_is_reported_with_its_line(tmp_path: Path) -> No
     bad.write_text("name: x\nactions: [allocate\n")
     with pytest.raises(ScenarioError) as e:
         load_scenario(bad)
-    assert str(bad) in str(e.value) and "line" in str(e.value)
+    assert str(e.value) == (f"{bad}:3:1: malformed YAML: did not find expected ',' or ']' (while parsing a "
+                            "flow sequence that starts at line 2, column 10)")
+
+
+SMALL = """name: small
+actions: [allocate]
+queues: [{name: q0}]
+nodes:
+- {name: n0, gpus: 1, gpuMemoryMiB: 100, cpuMillis: 1000, memoryBytes: 1000}
+jobs:
+- name: j0
+  queue: q0
+  perTask: {gpus: 1, cpuMillis: 1, memoryBytes: 1}
+  tasks:
+  - {state: Pending}
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "where", "message"), [
+    ("queue: q0\n", "queue: q1\n", "8:3: jobs[j0].queue", "unknown queue 'q1'"),
+    ("{state: Pending}", "{state: Pending, nodee: n0}", "11:22: jobs[j0].tasks[0].nodee", "unknown key 'nodee'"),
+    ("gpus: 1, gpuMemoryMiB: 100,", "gpus: 1,", "5:3: nodes[n0]", "gives 'gpuMemoryMiB'"),
+    ("name: small\n", "name: small\ncycles: .nan\n", "2:1: cycles", "expected a finite number, got nan"),
+])
+def test_a_rule_broken_in_a_file_names_its_line_column_and_key_path(
+        tmp_path: Path, old: str, new: str, where: str, message: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SMALL.replace(old, new, 1))
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(bad)
+    assert str(e.value).startswith(f"{bad}:{where}: ") and message in str(e.value), str(e.value)
+    assert (e.value.line, e.value.column) == tuple(int(x) for x in where.split(":")[:2])
+
+
+def test_warnings_carry_the_line_of_their_key_path(tmp_path: Path) -> None:
+    path = tmp_path / "gang.yaml"
+    path.write_text(SMALL.replace("  tasks:", "  minAvailable: 2\n  tasks:"))
+    message = ("minAvailable 2 is more than the job's 1 task(s): the job waits for pods that do not exist and is "
+               "never scheduled")
+    assert load_scenario(path).warnings == [("jobs[j0].minAvailable (line 10)", message)]
+
+
+def test_tasks_written_with_an_alias_settle_each_on_their_own(tmp_path: Path) -> None:
+    path = tmp_path / "alias.yaml"
+    path.write_text(SMALL.replace("  - {state: Pending}\n", "  - &t {state: Pending}\n  - *t\n")
+                    .replace("  perTask: {gpus: 1,", "  minAvailable: 1\n  perTask: {gpus: 1,"))
+    scn = load_scenario(path)
+    cluster = scn.snapshot()
+    cluster.jobs["j0"].tasks["j0-0"].status = Status.BINDING
+    cluster.jobs["j0"].tasks["j0-0"].node = "n0"
+    scn.settle(cluster)
+    assert [t["state"] for t in scn.jobs[0]["tasks"]] == ["Running", "Pending"]
+
+
+@pytest.mark.parametrize(("nodes", "running", "fragment"), [
+    ([node("n0", cpuMillis=1000)], [{"perTask": {"gpus": 0, "cpuMillis": 800, "memoryBytes": 1}, "count": 2}],
+     "cpuMillis 600 over"),
+    ([node("n0", gpus=1)], [{"perTask": {"gpus": 1, "cpuMillis": 1, "memoryBytes": 1}, "count": 2}],
+     "GPUs 2 in use of 1"),
+    ([node("n0", gpus=1, gpuMemoryMiB=100)],
+     [{"perTask": {"gpus": 0.7, "cpuMillis": 1, "memoryBytes": 1}, "count": 2, "gpuGroups": ["0"]}],
+     "GPU group '0' 140 MiB of 100"),
+    ([node("n0", maxPods=1)], [{"perTask": {"gpus": 0, "cpuMillis": 1, "memoryBytes": 1}, "count": 2}],
+     "pods 1 over"),
+])
+def test_a_node_overcommitted_by_its_running_pods_loads_with_a_warning(
+        nodes: list[dict[str, Any]], running: list[dict[str, Any]], fragment: str) -> None:
+    jobs = [job(f"r{i}", perTask=r["perTask"],
+                tasks=[{"state": "Running", "node": "n0", **({"gpuGroups": r["gpuGroups"]} if "gpuGroups" in r else {})}
+                       for _ in range(r["count"])])
+            for i, r in enumerate(running)]
+    for i, j in enumerate(jobs):
+        for k, t in enumerate(j["tasks"]):
+            t["name"] = f"r{i}-{k}"
+    scn = scenario(nodes, jobs)
+    assert [p for p, _ in scn.warnings] == ["nodes[n0]"]
+    assert fragment in scn.warnings[0][1] and "nothing new fits there until pods leave" in scn.warnings[0][1]
 
 
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
@@ -63,3 +140,37 @@ def test_task_priority_becomes_the_task_priority_label() -> None:
 def test_a_gpu_fraction_below_one_hundredth_is_refused() -> None:
     with pytest.raises(ScenarioError, match=r"jobs\[j\].perTask.gpus: expected 0 or at least 0.01"):
         scenario([node("n0")], [job("j", perTask={"gpus": 0.001, "cpuMillis": 1, "memoryBytes": 1})])
+
+
+def test_pods_of_other_schedulers_are_used_on_their_node_and_never_idle() -> None:
+    other = {"count": 2, "cpuMillis": 3000, "memoryBytes": 10**9, "gpus": 1}
+    cluster = scenario([node("n0", gpus=4, otherPods=other)], [job("j", tasks=[{"state": "Pending"}])]).snapshot()
+    n = cluster.nodes["n0"]
+    assert (n.allocatable.gpus, n.idle.gpus, n.used.gpus) == (4, 3, 1)
+    assert n.idle.pods == n.allocatable.pods - 2
+
+
+def test_node_conditions_and_taints_and_queue_min_runtimes_reach_the_model() -> None:
+    taint = {"key": "k", "value": "v", "effect": "NoExecute"}
+    cluster = scenario([node("n0", conditions=["MemoryPressure"], taints=[taint])], [job("j", queue="q0")],
+                       queues=[{"name": "q0", "preemptMinRuntimeSeconds": 60, "reclaimMinRuntimeSeconds": 90}]
+                       ).snapshot()
+    n = cluster.nodes["n0"]
+    assert (n.ready, n.not_ready_reason) == (False, "node has MemoryPressure condition")
+    assert [(t.key, t.value, t.effect) for t in n.taints] == [("k", "v", "NoExecute")]
+    q = cluster.queues["q0"]
+    assert (q.preempt_min_runtime, q.reclaim_min_runtime) == (60, 90)
+
+
+def test_a_task_keeps_its_node_selector_affinity_terms_and_tolerations() -> None:
+    task_spec = {"state": "Pending", "nodeSelector": {"b": "2", "a": "1"},
+                 "requiredNodeAffinity": [{"matchExpressions": [{"key": "z", "operator": "In", "values": ["x"]}],
+                                           "matchFields": [{"key": "metadata.name", "operator": "NotIn",
+                                                            "values": ["n9"]}]}],
+                 "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]}
+    task = next(iter(scenario([node("n0")], [job("j", tasks=[task_spec])]).snapshot().jobs["j"].tasks.values()))
+    assert task.node_selector == (("a", "1"), ("b", "2"))
+    assert [(r.key, r.operator, r.values) for r in task.affinity_terms[0].expressions] == [("z", "In", ("x",))]
+    assert [(r.key, r.operator, r.values) for r in task.affinity_terms[0].fields] == [("metadata.name", "NotIn", ("n9",))]
+    assert [(t.key, t.operator, t.effect) for t in task.tolerations] == [("k", "Exists", "NoSchedule")]
+    assert task.has_node_affinity

@@ -106,3 +106,48 @@ def test_a_rule_file_with_an_unknown_field_is_refused_with_its_line_and_column(
     assert main(["simulate", "--policies", str(policies), str(EXAMPLE)]) == 2
     err = capsys.readouterr().err
     assert "resourcetype.yaml:" in err and "cpuOnyl" in err and "Traceback" not in err
+
+
+def test_an_audit_path_that_cannot_be_opened_is_refused_before_anything_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--audit", str(tmp_path), str(EXAMPLE)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"kaipolicy: --audit {tmp_path}: cannot append to it: Is a directory\n"
+
+
+def test_an_unexpected_failure_is_one_line_and_the_other_files_still_run(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import kaipolicy.cli.simulate as cli
+
+    real = cli.simulate_file
+
+    def flaky(path: str, bundle: object, **options: object) -> object:
+        if path == "boom.yaml":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(path, bundle, **options)
+
+    monkeypatch.setattr(cli, "simulate_file", flaky)
+    assert main(["simulate", "boom.yaml"]) == 70
+    err = capsys.readouterr().err
+    assert err.startswith("kaipolicy: internal error: RecursionError: maximum recursion depth exceeded (a bug")
+    assert err.count("\n") == 1
+    assert main(["simulate", "--output", "jsonl", "boom.yaml", str(EXAMPLE)]) == 1
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert first["error"].startswith("boom.yaml: internal error: RecursionError")
+    assert second["binds"] == 3
+
+
+def test_warnings_are_in_the_json_report_and_on_top_of_the_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["jobs"][1]["minAvailable"] = 3
+    path = tmp_path / "gang.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    main(["simulate", "--output", "json", str(path)])
+    warning = json.loads(capsys.readouterr().out)["warnings"]
+    assert len(warning) == 1 and warning[0].startswith("jobs[detector-sweep].minAvailable (line ")
+    main(["simulate", str(path)])
+    assert capsys.readouterr().out.splitlines()[1] == f"  warning: {warning[0]}"

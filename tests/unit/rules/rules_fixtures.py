@@ -77,7 +77,8 @@ def _explode(_: Any) -> Any:
 
 # ---- comparing celpy's answers with ours ----------------------------------------------------------
 def normalise(value: Any) -> Any:
-    """celpy (and numpy) values as plain Python values; BoolType subclasses int, so it goes first."""
+    """celpy, cel-expr-python, numpy and our own (kinds.UInt) values as plain Python values;
+    BoolType subclasses int, so it goes first."""
     if isinstance(value, (celtypes.BoolType, bool, np.bool_)):
         return bool(value)
     if isinstance(value, np.generic):
@@ -86,7 +87,7 @@ def normalise(value: Any) -> Any:
         return int(value)
     if isinstance(value, float):
         return float(value)
-    if isinstance(value, bytes):
+    if isinstance(value, (bytes, bytearray)):
         return bytes(value)
     if isinstance(value, str):
         return str(value)
@@ -108,3 +109,4 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return bool(a == b)
+

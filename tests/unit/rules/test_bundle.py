@@ -85,9 +85,9 @@ def test_an_instance_binds_arguments_so_rules_take_only_the_hook_variables(write
     task, node = Task(gpus=2.0), Node(name="n1", idle_gpus=1.0)
     assert binpack.scalar(task, None, node) == pytest.approx(1.5 * (1.0 - (1.0 - 2.0) / 8.0))
     assert fits.scalar(task, None, node) is True
-    assert fits.message(task, None, node) == "node n1 has 1.0 idle GPUs"
+    assert fits.message(task, None, node) == "node n1 has 1 idle GPUs"
     assert fair.scalar(Queue(priority=3, over_fair_share=True), None, []) == [1, -3]
-    assert stamp.scalar(task, node) == {"example.com/node": "n1", "example.com/gpus": "2.0"}
+    assert stamp.scalar(task, node) == {"example.com/node": "n1", "example.com/gpus": "2"}
 
 
 def test_a_false_guard_means_the_rule_does_not_apply(write: Write, vocabulary: Vocabulary) -> None:

@@ -1,4 +1,7 @@
-"""The CEL case tables (tests/rules/cases/*.yaml) through our compiler, with celpy as the oracle."""
+"""The CEL case tables (tests/rules/cases/*.yaml) through our compiler, with two oracles: celpy and
+Google's runtime (cel-expr-python, on cel-cpp). A case opts out of one with `celpy: false` or
+`cel: false` (and a comment saying why); `want_kind` checks the CEL type of the result too.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ from rules_fixtures import normalise, same
 from kaipolicy.errors import RuleError
 from kaipolicy.rules import EvalError
 from kaipolicy.rules.expression import compile_text
+from kaipolicy.rules.runtime import kind
 from kaipolicy.rules.vocabulary import type_of_value
+from tests import cel_oracle
 
 CASES_DIR = Path(__file__).resolve().parents[2] / "rules" / "cases"
 
@@ -24,9 +29,6 @@ def load_cases() -> list[Any]:
         for case in yaml.safe_load(path.read_text(encoding="utf-8")):
             params.append(pytest.param(case, id=f"{path.stem}: {case['note']}"))
     return params
-
-
-
 
 
 def celpy_result(expr: str, variables: dict[str, Any]) -> tuple[bool, Any]:
@@ -59,13 +61,20 @@ def test_case_matches_its_expectation_and_celpy(case: dict[str, Any]) -> None:
         assert case["want_error"] in str(err.value)
     else:
         got = expression.scalar(*values)
-        assert same(got, case["want"]), f"got {got!r}, want {case['want']!r}"
-    if case.get("celpy", True):
-        ok, oracle = celpy_result(case["expr"], variables)
+        assert same(normalise(got), case["want"]), f"got {got!r}, want {case['want']!r}"
+        if "want_kind" in case:
+            assert kind(got) == case["want_kind"], f"got a {kind(got)}, want a {case['want_kind']}"
+    oracles = {"celpy": lambda: celpy_result(case["expr"], variables),
+               "cel": lambda: cel_oracle.evaluate(case["expr"], types, variables)}
+    for oracle_name, run in oracles.items():
+        if not case.get(oracle_name, True):
+            continue
+        ok, oracle = run()
+        oracle = normalise(oracle)
         if "want_error" in case:
-            assert not ok, f"celpy evaluated to {oracle!r}"
+            assert not ok, f"{oracle_name} evaluated to {oracle!r}"
         else:
-            assert ok and same(oracle, got), f"celpy: {oracle!r}, ours: {got!r}"
+            assert ok and same(oracle, normalise(got)), f"{oracle_name}: {oracle!r}, ours: {got!r}"
 
 
 def test_there_are_enough_cases() -> None:

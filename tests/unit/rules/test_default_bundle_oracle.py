@@ -86,6 +86,9 @@ SAMPLE: dict[str, Any] = {
         _node("n-cpu", 0, cpuMillis=8000),
         _node("n-cordoned", 4, unschedulable=True),
         _node("n-unsynced", 2, gpuMemorySynced=False),
+        _node("n-sick", 2, conditions=["NotReady", "PIDPressure"]),
+        _node("n-tainted", 2, taints=[{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}],
+              labels={"gpu": "h100"}),
     ],
     "jobs": [
         # running work that shapes the nodes
@@ -107,6 +110,11 @@ SAMPLE: dict[str, Any] = {
         _job("p-cpu", "q-a", [_pending()], perTask=CPU),
         _job("p-legacy", "q-a", [_pending(legacyMig=True)]),
         _job("p-affinity", "q-a", [_pending(nodeAffinity=["n-free", "n-full"])]),
+        _job("p-selector", "q-a", [_pending(nodeSelector={"gpu": "h100"},
+                                            tolerations=[{"key": "dedicated", "operator": "Exists"}])]),
+        _job("p-required", "q-a", [_pending(requiredNodeAffinity=[
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n-cpu"]}]}])]),
         _job("p-podaff", "q-a", [_pending(podAffinity={"labels": {"app": "web"}, "topologyKey": "zone"})]),
         _job("p-topo", "q-a", [_pending(), _pending()],
              topologyConstraint={"topology": "topo", "preferredLevel": "rack"}),

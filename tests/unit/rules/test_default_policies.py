@@ -12,6 +12,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kaipolicy.actions.solver.scenario import Scenario
@@ -370,7 +371,7 @@ def test_a_node_without_a_free_pod_slot_denies_any_task() -> None:
 def test_a_fractional_task_opening_a_new_gpu_group_needs_two_free_pod_slots_but_joining_one_needs_one() -> None:
     w = World([node("one-slot-shared", 1, maxPods=2), node("one-slot-empty", 1, maxPods=1),
                node("two-slots-empty", 1, maxPods=2)], [
-        job("half", [running("one-slot-shared", gpuGroups=["g1"])], perTask={"gpus": 0.5}),
+        job("half", [running("one-slot-shared", gpuGroups=["0"])], perTask={"gpus": 0.5}),
         job("p", [pending()], perTask={"gpus": 0.5}),
     ])
     rule = w.rule("predicates", "max-pods")
@@ -567,3 +568,46 @@ def test_no_default_rule_errors_while_a_default_session_allocates_the_sample_wor
         allocate(w.session)
         assert w.session.errors == []
         assert any(t.status != Status.PENDING for j in w.cluster.jobs.values() for t in j.tasks.values())
+
+
+def _vector(w: World, rule: BoundRule, task_name: str) -> dict[str, Any]:
+    """The rule's vector result for one task over every node, by node name."""
+    task, j = w.task(task_name)
+    assert rule.vector is not None
+    values = rule.vector(task, j, w.session.table.view(w.nodes))
+    return {n.name: bool(v) if isinstance(v, (bool, np.bool_)) else v for n, v in zip(w.nodes, values, strict=True)}
+
+
+def test_a_node_with_a_bad_condition_denies_every_task_and_says_which() -> None:
+    w = World([node("sick", 1, conditions=["NotReady", "DiskPressure"]), node("well", 1)], [job("p", [pending()])])
+    rule = w.rule("predicates", "node-condition")
+    assert w.on_nodes(rule, "p-0") == {"sick": True, "well": False}
+    assert _vector(w, rule, "p-0") == {"sick": True, "well": False}
+    task, j = w.task("p-0")
+    assert rule.message(task, j, w.node("sick")) == "node has NotReady condition, node has DiskPressure condition"
+
+
+def test_a_tainted_node_denies_tasks_that_do_not_tolerate_its_taint() -> None:
+    taint = {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}
+    w = World([node("tainted", 1, taints=[taint]), node("open", 1)], [
+        job("p", [pending()]),
+        job("tolerant", [pending(tolerations=[{"key": "dedicated", "operator": "Exists"}])]),
+    ])
+    rule = w.rule("predicates", "taints")
+    assert w.on_nodes(rule, "p-0") == {"tainted": True, "open": False}
+    assert _vector(w, rule, "p-0") == {"tainted": True, "open": False}
+    assert w.on_nodes(rule, "tolerant-0") == {"tainted": False, "open": False}
+    task, j = w.task("p-0")
+    assert rule.message(task, j, w.node("tainted")) == "node(s) had untolerated taint {dedicated: infer}"
+
+
+def test_a_task_with_a_node_selector_or_required_affinity_is_denied_on_nodes_without_the_labels() -> None:
+    affinity = [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["h100"]}]}]
+    w = World([node("h", 1, labels={"gpu": "h100", "zone": "a"}), node("a", 1, labels={"gpu": "a100", "zone": "a"})], [
+        job("sel", [pending(nodeSelector={"gpu": "a100"})]),
+        job("aff", [pending(requiredNodeAffinity=affinity)]),
+    ])
+    rule = w.rule("predicates", "node-affinity")
+    assert w.on_nodes(rule, "sel-0") == {"h": True, "a": False}
+    assert _vector(w, rule, "sel-0") == {"h": True, "a": False}
+    assert w.on_nodes(rule, "aff-0") == {"h": False, "a": True}

@@ -90,6 +90,19 @@ def test_a_type_mismatch_is_reported_at_the_operator(write: Write, vocabulary: V
     assert (diag.line, diag.column) == (5, column_of(text, 5, "+")) and "int and double" in diag.message
 
 
+def test_a_map_literal_key_given_twice_is_reported_at_the_second(write: Write, vocabulary: Vocabulary) -> None:
+    text = ("plugin: x\nrules:\n  - name: s\n    hook: predicate\n"
+            "    deny: \"{'gpu': 1, 'cpu': 2, 'gpu': 3}[node.name] > 1\"\n")
+    diag = only(diagnostics(write, vocabulary, text), "E309")
+    assert (diag.line, diag.column) == (5, text.splitlines()[4].rindex("'gpu'") + 1)
+
+
+def test_a_malformed_escape_is_reported_at_its_backslash(write: Write, vocabulary: Vocabulary) -> None:
+    text = "plugin: x\nrules:\n  - name: s\n    hook: predicate\n    deny: node.name == 'a\\xZZ'\n"
+    diag = only(diagnostics(write, vocabulary, text), "E201")
+    assert (diag.line, diag.column) == (5, column_of(text, 5, "\\")) and "hexadecimal" in diag.message
+
+
 def test_a_body_of_the_wrong_type_is_reported(write: Write, vocabulary: Vocabulary) -> None:
     text = "plugin: x\nrules:\n  - name: s\n    hook: predicate\n    deny: node.idleGpus\n"
     diag = only(diagnostics(write, vocabulary, text), "E306")

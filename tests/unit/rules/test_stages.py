@@ -43,7 +43,7 @@ def test_an_offset_inside_any_scalar_style_maps_back_to_the_file(style: str) -> 
 
 
 @pytest.mark.parametrize(("text", "pos"), [("1 +", 2), ("a ++ b", 3), ("1 + $", 4), ("f(1,", 3),
-                                           ("'\\q'", 0), ("9223372036854775808", 0)])
+                                           ("'\\q'", 1), ("'ok\\xZZ'", 3), ("9223372036854775808", 0)])
 def test_syntax_errors_carry_the_offset_of_the_problem(text: str, pos: int) -> None:
     with pytest.raises(ParseError) as info:
         parse(text)
@@ -59,7 +59,9 @@ def test_configuration_strings_are_coerced_to_the_declared_type(arg_type: str, g
     assert coerce(arg_type, given) == want
 
 
-@pytest.mark.parametrize(("arg_type", "given"), [("int", True), ("uint", "-1"), ("string", 3), ("bool", "yes")])
+@pytest.mark.parametrize(("arg_type", "given"), [("int", True), ("uint", "-1"), ("string", 3), ("bool", "yes"),
+                                              ("double", "inf"), ("double", "nan"), ("double", "1e999"),
+                                              ("double", float("inf"))])
 def test_values_of_the_wrong_type_are_refused(arg_type: str, given: object) -> None:
     with pytest.raises(ValueError):
         coerce(arg_type, given)

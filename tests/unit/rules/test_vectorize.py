@@ -75,6 +75,18 @@ def test_a_function_without_a_vector_implementation_makes_the_expression_scalar_
     assert "cannot be vectorised" in compiled.note
 
 
+@pytest.mark.parametrize(("expr", "want"), [
+    ("dyn(false) == node.idleGpus", False),        # numpy would call false equal to 0.0
+    ("dyn(true) != node.idleGpus", True),
+    ("node.idleGpus > 1.0 && dyn(task.gpus > 0.0)", False),
+])
+def test_a_value_behind_dyn_keeps_the_expression_scalar(expr: str, want: bool) -> None:
+    compiled = compile_text(expr, {"task": "Task", "node": "Node"}, make_vocabulary(),
+                            vector_names=frozenset({"node"}))
+    assert compiled.vector is None, expr
+    assert compiled.scalar(Task(gpus=1.0), Node(idle_gpus=0.0)) is want
+
+
 def test_task_only_parts_are_evaluated_once_per_call() -> None:
     calls: list[float] = []
 

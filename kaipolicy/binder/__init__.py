@@ -1,0 +1,1 @@
+"""The binder (`kaipolicy binder`): carries out the scheduler's BindRequests on the cluster."""

@@ -1,0 +1,81 @@
+"""Node selector, required node affinity and taint matching: Kubernetes' own rules, as tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kaipolicy.api.node import Node, Taint
+from kaipolicy.api.resources import Request, Resources
+from kaipolicy.api.task import AffinityTerm, Requirement, Status, Task, Toleration
+from kaipolicy.builtins.affinity import node_affinity_matches, untolerated_taint
+
+LABELS = {"zone": "a", "gpu": "h100", "rack-size": "8"}
+
+
+def task(**fields: Any) -> Task:
+    return Task(uid="t", name="t", namespace="ns", job="j", request=Request(), status=Status.PENDING, **fields)
+
+
+def node(**fields: Any) -> Node:
+    return Node("n1", Resources(1000, 1e9, 0, 10), labels=dict(LABELS), **fields)
+
+
+def term(*expressions: tuple[str, str, tuple[str, ...]], fields: tuple[Requirement, ...] = ()) -> AffinityTerm:
+    return AffinityTerm(tuple(Requirement(k, op, v) for k, op, v in expressions), fields)
+
+
+@pytest.mark.parametrize(("note", "fields", "matches"), [
+    ("no constraint matches any node", {}, True),
+    ("a selector with every label present matches", {"node_selector": (("zone", "a"), ("gpu", "h100"))}, True),
+    ("a selector with one label different does not", {"node_selector": (("zone", "a"), ("gpu", "a100"))}, False),
+    ("a selector naming a missing label does not", {"node_selector": (("pool", "x"),)}, False),
+    ("In holds when the value is listed", {"affinity_terms": (term(("zone", "In", ("a", "b"))),)}, True),
+    ("In fails on a missing label", {"affinity_terms": (term(("pool", "In", ("a",))),)}, False),
+    ("NotIn holds on a missing label", {"affinity_terms": (term(("pool", "NotIn", ("a",))),)}, True),
+    ("NotIn fails when the value is listed", {"affinity_terms": (term(("zone", "NotIn", ("a",))),)}, False),
+    ("Exists holds on any value", {"affinity_terms": (term(("gpu", "Exists", ())),)}, True),
+    ("DoesNotExist fails on a present label", {"affinity_terms": (term(("gpu", "DoesNotExist", ())),)}, False),
+    ("Gt compares integers", {"affinity_terms": (term(("rack-size", "Gt", ("7",))),)}, True),
+    ("Lt compares integers", {"affinity_terms": (term(("rack-size", "Lt", ("8",))),)}, False),
+    ("Gt on a non-integer label fails", {"affinity_terms": (term(("zone", "Gt", ("1",))),)}, False),
+    ("every expression of a term must hold",
+     {"affinity_terms": (term(("zone", "In", ("a",)), ("gpu", "In", ("a100",))),)}, False),
+    ("one term holding is enough",
+     {"affinity_terms": (term(("zone", "In", ("b",))), term(("gpu", "In", ("h100",))))}, True),
+    ("an empty term selects nothing", {"affinity_terms": (term(),)}, False),
+    ("matchFields compare the node name",
+     {"affinity_terms": (term(fields=(Requirement("metadata.name", "In", ("n1",)),)),)}, True),
+    ("selector and affinity must both hold",
+     {"node_selector": (("zone", "a"),), "affinity_terms": (term(("gpu", "In", ("a100",))),)}, False),
+    ("the scenario shorthand still names kai.scheduler/type values", {"node_affinity": ("other",)}, False),
+])
+def test_node_selector_and_required_node_affinity(note: str, fields: dict[str, Any], matches: bool) -> None:
+    assert node_affinity_matches(task(**fields), node()) is matches, note
+
+
+TAINT = Taint("gpu", "reserved", "NoSchedule")
+
+
+@pytest.mark.parametrize(("note", "taints", "tolerations", "refusal"), [
+    ("an untainted node takes any pod", (), (), ""),
+    ("a NoSchedule taint refuses a pod without tolerations", (TAINT,), (),
+     "node(s) had untolerated taint {gpu: reserved}"),
+    ("a NoExecute taint refuses it too", (Taint("gpu", "", "NoExecute"),), (),
+     "node(s) had untolerated taint {gpu: }"),
+    ("PreferNoSchedule only prefers: it refuses nothing", (Taint("gpu", "x", "PreferNoSchedule"),), (), ""),
+    ("Equal with the same key and value tolerates", (TAINT,), (Toleration("gpu", "Equal", "reserved"),), ""),
+    ("Equal with another value does not", (TAINT,), (Toleration("gpu", "Equal", "other"),),
+     "node(s) had untolerated taint {gpu: reserved}"),
+    ("Exists tolerates any value of the key", (TAINT,), (Toleration("gpu", "Exists"),), ""),
+    ("an empty key with Exists tolerates every taint", (TAINT,), (Toleration("", "Exists"),), ""),
+    ("a toleration for another effect does not apply", (TAINT,), (Toleration("gpu", "Exists", "", "NoExecute"),),
+     "node(s) had untolerated taint {gpu: reserved}"),
+    ("the first untolerated taint is named",
+     (TAINT, Taint("maintenance", "now", "NoSchedule")), (Toleration("gpu", "Exists"),),
+     "node(s) had untolerated taint {maintenance: now}"),
+])
+def test_taints_and_tolerations(note: str, taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...],
+                                refusal: str) -> None:
+    assert untolerated_taint(task(tolerations=tolerations), node(taints=taints)) == refusal, note
