@@ -9,6 +9,8 @@ workload lives in a rule file (examples/policies/fragmentation-aware/).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from kaipolicy.api.node import Node
@@ -62,3 +64,34 @@ def after(free: np.ndarray, gpu_memory: np.ndarray, task: Task) -> np.ndarray:
         taken = (np.arange(out.shape[1]) < req.count) & (out >= 1.0)
         out = np.where(taken, 0.0, out)
     return out
+
+
+# ---- the rule functions (both forms) ----
+def device_state(node: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(free portion of every GPU device, idle CPU, device memory) per node: one row for a Node,
+    the table's derived matrix rows for a NodeVector (the framework's view over nodes)."""
+    if isinstance(node, Node):
+        width = max(node.gpu_count, 1)
+        return (np.array([devices(node, width)]), np.array([node.idle_cpu_millis]),
+                np.array([float(node.gpu_memory)]))
+    table = node.table
+    width = table.constant("most-gpus", lambda: max([n.gpu_count for n in table.nodes] + [1]))
+    every = table.derived(("gpu-devices", width),
+                          lambda: np.array([devices(n, width) for n in table.nodes], dtype=float),
+                          lambda n: devices(n, width))
+    return every if node.every else every[node.index], node.idle_cpu_millis, node.gpu_memory
+
+
+def on_node(node: Any, gpus: float, cpu_millis: float) -> Any:
+    """`gpu.fragments(node, gpus, cpuMillis)`: for a Node a number, for a NodeVector an array."""
+    free, cpu, _ = device_state(node)
+    out = fragments(free, cpu, gpus, cpu_millis)
+    return float(out[0]) if isinstance(node, Node) else out
+
+
+def after_task(task: Task, node: Any, gpus: float, cpu_millis: float) -> Any:
+    """`gpu.fragmentsAfter(task, node, gpus, cpuMillis)`: the same once `task` lands on the node."""
+    free, cpu, memory = device_state(node)
+    out = fragments(after(free, memory, task), cpu - task.request.cpu, gpus,
+                                  cpu_millis)
+    return float(out[0]) if isinstance(node, Node) else out

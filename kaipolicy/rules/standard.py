@@ -240,34 +240,6 @@ def _topology_score_vector(cluster: Session, task: Task, job: Job, node: NodeVec
     return np.fromiter((_topology_score(cluster, task, job, n) for n in node.nodes), dtype=float, count=len(node))
 
 
-def _device_state(node: Node | NodeVector) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(free portion of every GPU device, idle CPU, device memory) per node: one row for a Node,
-    the table's derived matrix rows for a NodeVector."""
-    if isinstance(node, Node):
-        width = max(node.gpu_count, 1)
-        return (np.array([fragmentation.devices(node, width)]), np.array([node.idle_cpu_millis]),
-                np.array([float(node.gpu_memory)]))
-    table = node.table
-    width = table.constant("most-gpus", lambda: max([n.gpu_count for n in table.nodes] + [1]))
-    every = table.derived(("gpu-devices", width),
-                          lambda: np.array([fragmentation.devices(n, width) for n in table.nodes], dtype=float),
-                          lambda n: fragmentation.devices(n, width))
-    return every if node.every else every[node.index], node.idle_cpu_millis, node.gpu_memory
-
-
-def _fragments(node: Any, gpus: float, cpu_millis: float) -> Any:
-    free, cpu, _ = _device_state(node)
-    out = fragmentation.fragments(free, cpu, gpus, cpu_millis)
-    return float(out[0]) if isinstance(node, Node) else out
-
-
-def _fragments_after(task: Task, node: Any, gpus: float, cpu_millis: float) -> Any:
-    free, cpu, memory = _device_state(node)
-    out = fragmentation.fragments(fragmentation.after(free, memory, task), cpu - task.request.cpu, gpus,
-                                  cpu_millis)
-    return float(out[0]) if isinstance(node, Node) else out
-
-
 def _f(name: str, params: tuple[str, ...], result: str, impl: Any, vector: Any = None, doc: str = "") -> FunctionSpec:
     return FunctionSpec(name, params, result, impl, vector, doc)
 
@@ -303,11 +275,11 @@ FUNCTIONS = {f.name: f for f in (
        "The proportion plugin's queue order as a sortable key."),
     _f("gpu.needsNewGroup", ("Cluster", "Task", "Node"), "bool", _needs_new_group, _over_nodes(_needs_new_group),
        "Placing this shared task on the node would open a new GPU group (it needs a reservation pod slot)."),
-    _f("gpu.fragments", ("Node", "double", "double"), "double", _fragments, _fragments,
+    _f("gpu.fragments", ("Node", "double", "double"), "double", fragmentation.on_node, fragmentation.on_node,
        "The node's free GPU capacity (devices) a pod asking these GPUs (below 1: a portion of one device; "
        "0: CPU only) and CPU millicores could not use: all of it when the pod does not fit, else the devices "
        "with less free than it takes (Weng et al., ATC'23)."),
-    _f("gpu.fragmentsAfter", ("Task", "Node", "double", "double"), "double", _fragments_after, _fragments_after,
+    _f("gpu.fragmentsAfter", ("Task", "Node", "double", "double"), "double", fragmentation.after_task, fragmentation.after_task,
        "gpu.fragments once the task has landed on the node (a shared pod on the fullest device it fits, "
        "a whole-GPU pod on idle devices)."),
     _f("topology.preferredScore", ("Cluster", "Task", "Job", "Node"), "double", _topology_score,
