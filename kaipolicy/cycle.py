@@ -130,8 +130,9 @@ def paused_gc() -> Iterator[None]:
 @dataclass
 class CycleResult:
     session: Session
-    seconds: float
+    seconds: float                      # the whole cycle: session, actions (snapshot not included)
     action_seconds: dict[str, float] = field(default_factory=dict)
+    session_seconds: float = 0.0        # opening the session: plugins bound, fair shares computed
 
 
 def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, audit: Audit | None = None,
@@ -142,6 +143,7 @@ def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, aud
             raise NotImplementedAction(f"action {name!r} cannot run: {NOT_YET.get(name, 'unknown action')}")
     with paused_gc():
         ssn = open_session(cluster, config, bundle, audit, vectorize)
+        opened = time.perf_counter() - start
         if coverage is not None:
             coverage.new_cycle()
             ssn.coverage = coverage
@@ -152,4 +154,4 @@ def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, aud
             timings[name] = time.perf_counter() - t0
         ssn.action = ""
         close_session(ssn)
-    return CycleResult(ssn, time.perf_counter() - start, timings)
+    return CycleResult(ssn, time.perf_counter() - start, timings, opened)

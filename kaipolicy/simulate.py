@@ -6,14 +6,16 @@ each job's fit error and start time, bind / eviction / pipeline counts per cycle
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kaipolicy.api.job import Job
 from kaipolicy.api.snapshot import ClusterInfo
+from kaipolicy.api.task import Status
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
-from kaipolicy.cycle import paused_gc, run_cycle
+from kaipolicy.cycle import CycleResult, paused_gc, run_cycle
 from kaipolicy.errors import ConfigError, RuleError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
@@ -21,12 +23,14 @@ from kaipolicy.framework.coverage import Coverage
 from kaipolicy.framework.outcome import EvictionRecord, Outcome
 from kaipolicy.framework.session import Session
 
+WAITING = frozenset({Status.PENDING, Status.GATED})
+
 
 @dataclass
 class SimulationResult:
     scenario: Scenario
     cluster: ClusterInfo
-    per_cycle: list[dict[str, int]]
+    per_cycle: list[dict[str, Any]]   # counts, and `seconds` per phase (see cycle_seconds)
     evictions: list[tuple[int, EvictionRecord]]   # every cycle's, with its cycle number
     rule_errors: list[tuple[int, Outcome]]         # every cycle's, with its cycle number
     last: Session
@@ -46,19 +50,20 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
     audit = audit if audit is not None else Audit(enabled=False)
     audit.source = scenario.file
     warnings: list[str] = []
-    per_cycle: list[dict[str, int]] = []
+    per_cycle: list[dict[str, Any]] = []
     evictions: list[tuple[int, EvictionRecord]] = []
     rule_errors: list[tuple[int, Outcome]] = []
     seconds: list[float] = []
-    with paused_gc():
-        cluster = scenario.snapshot()
     result = None
+    cluster: ClusterInfo | None = None
     for i in range(scenario.cycles):
-        if i > 0:
+        if cluster is not None:
             scenario.settle(cluster)
             scenario.now += 1.0
-            with paused_gc():
-                cluster = scenario.snapshot()
+        started = time.perf_counter()
+        with paused_gc():
+            cluster = scenario.snapshot()
+        snapshot = time.perf_counter() - started
         audit.cycle = i + 1
         audit.bundle_hash = getattr(bundle, "hash", "")
         try:
@@ -69,12 +74,26 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
         evictions.extend((i + 1, e) for e in ssn.evictions)
         rule_errors.extend((i + 1, e) for e in ssn.errors)
         per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
-                          "pipelined": len(ssn.pipelines)})
+                          "pipelined": len(ssn.pipelines), "seconds": cycle_seconds(snapshot, result)})
         seconds.append(result.seconds)
         warnings.extend(f"cycle {i + 1}: {w}" for w in ssn.warnings)
-    assert result is not None
+    assert result is not None and cluster is not None
     return SimulationResult(scenario, cluster, per_cycle, evictions, rule_errors, result.session, audit, seconds,
                             warnings)
+
+
+def cycle_seconds(snapshot: float, result: CycleResult) -> dict[str, float]:
+    """Wall-clock seconds of one cycle: `total`, `snapshot`, `session` (opening it) and one entry
+    per action, in the order they ran."""
+    phases = {"snapshot": snapshot, "session": result.session_seconds, **result.action_seconds}
+    return {"total": round(snapshot + result.seconds, 6), **{k: round(v, 6) for k, v in phases.items()}}
+
+
+def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+    """The report minus what differs from run to run (the seconds), for comparing two runs."""
+    out = dict(report)
+    out["perCycle"] = [{k: v for k, v in c.items() if k != "seconds"} for c in report["perCycle"]]
+    return out
 
 
 def simulate_file(path: str | Path, bundle: Any, vectorize: bool = True, audit: Audit | None = None,
@@ -99,7 +118,10 @@ def _report(res: SimulationResult) -> dict[str, Any]:
     jobs = []
     for spec in res.scenario.jobs:
         job = cluster.jobs[spec["name"]]
-        fit = "; ".join(job.fit_errors) if job.fit_errors else _not_tried(job, cluster)
+        # as the reference surfaces them: only for a job with pods still waiting (a running job's
+        # errors come from re-placements tried inside the eviction solver's discarded simulations)
+        waiting = any(t.status in WAITING for t in job.tasks.values())
+        fit = ("; ".join(job.fit_errors) if job.fit_errors else _not_tried(job, cluster)) if waiting else None
         jobs.append({"name": job.name, "queue": job.queue, "fitError": fit,
                      "lastStartSecondsAgo": None if job.last_start is None else round(now - job.last_start, 3)})
     last = res.per_cycle[-1]

@@ -29,6 +29,15 @@ class _QueueNode:
 
 
 @dataclass(frozen=True)
+class SortedJobs:
+    """Leaf queues' (key, sequence, job) entries in order, and each job's status-change count
+    when its key was taken."""
+
+    leaves: dict[str, list[tuple[Any, int, Job]]]
+    versions: dict[str, int]
+
+
+@dataclass(frozen=True)
 class JobFilter:
     pending: bool = False        # has a Pending task
     ready: bool = False          # enough alive, non-gated tasks for every pod set
@@ -66,6 +75,40 @@ class JobsByQueue:
                 continue
             self.push(job)
         return self
+
+    def sorted_jobs(self) -> SortedJobs:
+        """The jobs as loaded, per leaf queue in order, to load into another order of the same
+        session (no depth cap) without sorting them again."""
+        leaves = {uid: list(node.children.entries) for uid, node in self.nodes.items()
+                  if node.leaf and isinstance(node.children, SortedByKey)}
+        changes = self.ssn.status_changes
+        return SortedJobs(leaves, {e[2].uid: changes.get(e[2].uid, 0) for es in leaves.values() for e in es})
+
+    def add_sorted(self, jobs: SortedJobs, skip: set[str]) -> list[Job]:
+        """Load the leaf queues of `jobs`, leaving out the jobs whose uid is in `skip` and those
+        whose pods changed status since (their keys may differ): those are returned, for the
+        caller to add again if they still belong."""
+        queues = self.ssn.cluster.queues
+        changes = self.ssn.status_changes
+        changed: list[Job] = []
+        for uid, entries in jobs.leaves.items():
+            kept = []
+            for entry in entries:
+                job = entry[2]
+                if job.uid in skip:
+                    continue
+                if changes.get(job.uid, 0) != jobs.versions[job.uid]:
+                    changed.append(job)
+                    continue
+                kept.append(entry)
+                self._job_keys[job.uid] = entry[0]
+            if kept:
+                leaf = _QueueNode(queues[uid], True, self._leaf_jobs())
+                leaf.children.entries = kept
+                self.nodes[uid] = leaf
+                self._link(leaf)
+                self._mark(leaf)
+        return changed
 
     def key_of(self, job: Job) -> tuple[Any, ...]:
         """The job's order key, taken when it is pushed (subclasses memoise it)."""

@@ -8,7 +8,7 @@ caller discards); fit errors are recorded on the job when the attempt is real.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,11 +19,12 @@ from kaipolicy.api.task import Task
 from kaipolicy.builtins import gpusharing
 from kaipolicy.framework import verdicts as verdicts_of
 from kaipolicy.framework.audit import RESOURCES_RULE, Rejections
-from kaipolicy.framework.nodetable import fits_mask
+from kaipolicy.framework.fits import fits_mask, valid_portions
+from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.outcome import Outcome
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
-from kaipolicy.framework.tasks import tasks_to_allocate
+from kaipolicy.framework.tasks import in_order, tasks_to_allocate
 
 
 def allocate_job(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, pipeline_only: bool) -> bool:
@@ -56,7 +57,7 @@ def _sub_group_set_on(ssn: Session, stmt: Statement, nodes: list[Node], job: Job
         if not _sub_group_set(ssn, stmt, nodes, job, child, [t for t in tasks if t.sub_group in names],
                               pipeline_only):
             return False
-    for ps in sorted(group.pod_sets, key=lambda p: ssn.pod_set_key(p, job)):
+    for ps in in_order(group.pod_sets, lambda p: ssn.pod_set_key(p, job)):
         if not _pod_set(ssn, stmt, nodes, job, ps, [t for t in tasks if t.sub_group == ps.name], pipeline_only):
             return False
     return True
@@ -107,48 +108,93 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
     reasons: Counter[str] = Counter()
     rejections = Rejections(ssn.audit.detail) if audit else None
     if fits.any():
-        order = ssn.node_order(task, job, nodes)
-        ranked = order[fits[order]]
-        candidates = [nodes[i] for i in ranked]
-        verdicts: dict[int, Outcome | None] = {}
-        for k, node in enumerate(candidates):
+        ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes), fits, view.index, SCALAR_PROBES))
+        verdicts: dict[int, Outcome | None] = {}   # by position in `nodes`, once judged as a vector
+        k = 0
+        while (i := ranking.at(k)) is not None:
+            node = nodes[i]
             if k == SCALAR_PROBES:
-                rest = candidates[k:]
-                verdicts.update(zip(map(id, rest), ssn.predicate_results(task, job, rest)))
-            verdict = verdicts[id(node)] if k >= SCALAR_PROBES else ssn.predicate_on(task, job, node)
+                rest = ranking.rest(k)
+                verdicts.update(zip(rest, ssn.predicate_results(task, job, [nodes[r] for r in rest])))
+            verdict = verdicts[i] if k >= SCALAR_PROBES else ssn.predicate_on(task, job, node)
+            k += 1
             if verdict is not None:
                 reasons[verdict.message] += 1
                 if rejections is not None:
                     rejections.add(verdict.rule, node.name, verdict.message)
                 continue
-            runner_up = _runner_up(ssn, task, job, candidates, ranked, k, verdicts) if audit else None
+            runner_up = _runner_up(ssn, task, job, nodes, ranking, k, verdicts) if audit else None
             shadows = verdicts_of.shadow_predicates(ssn, task, job, node) if ssn.shadowing and not pipeline_only else []
             if _place(ssn, stmt, task, node, pipeline_only):
                 if rejections is not None:
-                    _audit_placed(ssn, job, task, (int(ranked[k]), runner_up), nodes, rejections)
+                    _audit_placed(ssn, job, task, (i, runner_up), nodes, rejections)
                 if shadows:
                     verdicts_of.record_shadows(ssn, shadows, task, job, node)
                 return True
     if not pipeline_only:
         idle = fits_mask(view, task, with_releasing=False)
-        lacking = [nodes[int(i)] for i in np.flatnonzero(~fits & ~idle)]
-        for node in lacking:
-            reasons[_insufficient(node, task)] += 1
+        short = ~fits & ~idle
+        for reason, count in _insufficient(view, task, short):
+            reasons[reason] += count
         job.task_fit_errors[task.uid] = _summary(len(nodes), reasons)
         if rejections is not None:
+            lacking = [nodes[int(r)] for r in np.flatnonzero(short)]
             _audit_unplaced(ssn, job, task, len(nodes), lacking, rejections)
     return False
 
 
-def _runner_up(ssn: Session, task: Task, job: Job, candidates: list[Node], ranked: np.ndarray, k: int,
+class _Ranking:
+    """The fitting nodes' positions best first, drawn from `best_first` as far as they are asked for."""
+
+    def __init__(self, order: Iterator[int]) -> None:
+        self._order = order
+        self._seen: list[int] = []
+
+    def at(self, k: int) -> int | None:
+        """The k-th best position, or None past the last."""
+        while len(self._seen) <= k:
+            nxt = next(self._order, None)
+            if nxt is None:
+                return None
+            self._seen.append(nxt)
+        return self._seen[k]
+
+    def rest(self, k: int) -> list[int]:
+        """Every position from the k-th on."""
+        self._seen.extend(self._order)
+        return self._seen[k:]
+
+
+def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes: int) -> Iterator[int]:
+    """Positions of the allowed nodes, highest score first and equal scores by table row (node
+    name), as lexsort orders them: the first `probes` picked one at a time, the rest sorted
+    only if asked for."""
+    open_ = allowed.copy()
+    masked = np.where(allowed, scores, -np.inf)
+    in_row_order = len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
+    for _ in range(probes):
+        pick = int(masked.argmax())     # the first of equal maxima (or the first NaN)
+        best = masked[pick]
+        if best == -np.inf or np.isnan(best):
+            break   # nothing left, or scores only the sort orders right (NaN, -inf)
+        if not in_row_order:
+            ties = np.flatnonzero(masked == best)
+            pick = int(ties[np.argmin(rows[ties])])
+        masked[pick] = -np.inf
+        open_[pick] = False
+        yield pick
+    order = np.lexsort((rows, -scores))
+    yield from order[open_[order]].tolist()
+def _runner_up(ssn: Session, task: Task, job: Job, nodes: Sequence[Node], ranking: _Ranking, k: int,
                verdicts: dict[int, Outcome | None]) -> int | None:
-    """Index in `nodes` of the next candidate after the k-th that passes every predicate (looked
-    for among the next few only, before the chosen node is taken), or None."""
-    for j in range(k + 1, min(len(candidates), k + 1 + RUNNER_UP_PROBES)):
-        node = candidates[j]
-        known = id(node) in verdicts
-        if (verdicts[id(node)] is None) if known else verdicts_of.passes_predicates(ssn, task, job, node):
-            return int(ranked[j])
+    """Position in `nodes` of the first candidate from the k-th on that passes every predicate
+    (looked for among the next few only, before the chosen node is taken), or None."""
+    for j in range(k, k + RUNNER_UP_PROBES):
+        i = ranking.at(j)
+        if i is None:
+            return None
+        if (verdicts[i] is None) if i in verdicts else verdicts_of.passes_predicates(ssn, task, job, nodes[i]):
+            return i
     return None
 
 
@@ -220,23 +266,31 @@ def _place(ssn: Session, stmt: Statement, task: Task, node: Node, pipeline_only:
     return True
 
 
-def _insufficient(node: Node, task: Task) -> str:
+_LACKING = ("GPUs", "CPU cores", "memory", "MIG profile", "pods")
+
+
+def _insufficient(view: NodeVector, task: Task, rejected: np.ndarray) -> list[tuple[str, int]]:
+    """What each rejected node lacks, as (message, number of nodes), in the order the messages
+    first occur among the nodes."""
     req = task.request
-    free = node.non_allocated()
-    lacking = []
-    if req.gpus > free.gpus + 1e-9 or (req.is_shared and not node.valid_portion(req)):
-        lacking.append("GPUs")
-    if req.cpu > free.cpu:
-        lacking.append("CPU cores")
-    if req.memory > free.memory:
-        lacking.append("memory")
-    if any(free.mig.get(name, 0) < n for name, n in req.mig):
-        lacking.append("MIG profile")
-    if free.pods < 1:
-        lacking.append("pods")
-    if not lacking:
-        lacking.append("GPUs")
-    return "node(s) didn't have enough resources: " + ", ".join(lacking)
+    gpus: np.ndarray = view.free_gpus
+    lacking = [req.gpus > gpus + 1e-9, req.cpu > view.free_cpu_millis, req.memory > view.free_memory_bytes,
+               np.zeros(len(view), dtype=bool), view.free_pods < 1]
+    if req.is_shared:
+        lacking[0] = lacking[0] | ~valid_portions(view, task)
+    if req.mig:
+        for i in np.flatnonzero(rejected).tolist():
+            free = view.node(i).non_allocated()
+            lacking[3][i] = any(free.mig.get(name, 0) < n for name, n in req.mig)
+    codes = sum(flags.astype(np.int64) << bit for bit, flags in enumerate(lacking))
+    codes = np.where(codes == 0, 1, codes)[rejected]     # lacking nothing reads as lacking GPUs
+    found, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    out = []
+    for k in np.argsort(first, kind="stable").tolist():
+        code = int(found[k])
+        names = ", ".join(name for bit, name in enumerate(_LACKING) if code >> bit & 1)
+        out.append(("node(s) didn't have enough resources: " + names, int(counts[k])))
+    return out
 
 
 def _summary(n_nodes: int, reasons: Counter[str]) -> str:

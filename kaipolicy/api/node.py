@@ -227,6 +227,18 @@ class Node:
                     break
         return n
 
+    @property
+    def shared_room(self) -> float:
+        """The most GPU memory (MiB) a task could still take on one of the node's shared groups
+        (`fits_on_group` holds exactly for requests up to it); -inf when no group can be joined."""
+        best = -math.inf
+        for group, used in self.shared_used.items():
+            if used == 0 or self._all_released(group):
+                continue
+            room = self.gpu_memory - self.shared_allocated.get(group, 0) + self.shared_releasing.get(group, 0)
+            best = max(best, room)
+        return best
+
     def fits_on_group(self, req: Request, group: str) -> bool:
         return (self.shared_used.get(group, 0) != 0 and self._enough_on_gpu(req, group)
                 and not self._all_released(group))

@@ -11,7 +11,16 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES, UNLIMITED
 from kaipolicy.api.task import Task
-from kaipolicy.builtins.fairshare import QueueShare, Share, Shares, Vec, less_equal, vec
+from kaipolicy.builtins.fairshare import (
+    NO_FAIR_SHARE_DRF_MULTIPLIER,
+    QueueShare,
+    Share,
+    Shares,
+    Vec,
+    at_most,
+    less_equal,
+    vec,
+)
 
 _UNITS = {"gpu": ("GPUs", 1.0, "GPUs"), "cpu": ("CPU cores", 1000.0, "cores"), "memory": ("memory", 1e9, "GB")}
 
@@ -82,25 +91,57 @@ class Dominance:
 
 def queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None,
                     victims: Vec | None = None) -> list[object]:
-    """The proportion plugin's queue order, first differing element decides (ascending)."""
-    alloc = qs.get("allocated")
-    fair = qs.get("fair_share")
-    over_used = all(fair[r] < alloc[r] for r in RESOURCES)
-    req = job_request or vec()
-    with_job = {r: alloc[r] + req[r] for r in RESOURCES}
-    starved = less_equal(with_job, qs.get("deserved"))
-    allocatable = qs.allocatable()
-    zero_share_violation = any(allocatable[r] == 0 and with_job[r] > 0 for r in RESOURCES)
-    extra = {r: req[r] - (victims[r] if victims else 0.0) for r in RESOURCES}
+    """The proportion plugin's queue order, first differing element decides (ascending).
+
+    Remembered per queue allocation, request and victims: everything else it reads is fixed for
+    the session, and the eviction solver orders the same queues in every simulation."""
+    memo_key = (qs.queue.uid, tuple(qs.shares[r].allocated for r in RESOURCES),
+                tuple(job_request[r] for r in RESOURCES) if job_request else None,
+                tuple(victims[r] for r in RESOURCES) if victims else None)
+    known = shares.order_keys.get(memo_key)
+    if known is None:
+        if len(shares.order_keys) >= ORDER_KEYS_KEPT:
+            shares.order_keys.clear()
+        known = shares.order_keys[memo_key] = _queue_order_key(shares, qs, job_request, victims)
+    return list(known)
+
+
+ORDER_KEYS_KEPT = 100_000
+
+
+def _queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None, victims: Vec | None) -> list[object]:
+    total = shares.total
+    over_used, starved, zero_share_violation = True, True, False
+    with_extra = plain = 0.0
+    allocatable: Vec = {}
+    for r in RESOURCES:
+        sh = qs.shares[r]
+        alloc = float(sh.allocated)
+        requested = job_request[r] if job_request else 0.0
+        with_job = alloc + requested
+        over_used = over_used and float(sh.fair_share) < alloc
+        starved = starved and at_most(with_job, float(sh.deserved))
+        cap = allocatable[r] = sh.allocatable()
+        zero_share_violation = zero_share_violation or (cap == 0 and with_job > 0)
+        if cap == UNLIMITED:
+            cap = total[r]
+        extra = requested - (victims[r] if victims else 0.0)
+        # the dominant share with the job (less the victims) and without it
+        with_extra = max(with_extra, _share_of(sh.allocated + extra, cap))
+        plain = max(plain, _share_of(sh.allocated + 0.0, cap))
     return [
         1 if over_used else 0,
         0 if starved else 1,
         -qs.queue.priority,
         1 if zero_share_violation else 0,
-        qs.dominant_share(shares.total, extra),
-        qs.dominant_share(shares.total),
+        with_extra,
+        plain,
         Dominance(allocatable),
     ]
+
+
+def _share_of(allocated: float, allocatable: float) -> float:
+    return allocated * NO_FAIR_SHARE_DRF_MULTIPLIER if allocatable == 0 else allocated / allocatable
 
 
 def _required(tasks: list[Task]) -> Vec:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from kaipolicy.api.job import Job
 from kaipolicy.api.queue import RESOURCES, UNLIMITED, Queue
@@ -31,6 +32,11 @@ def _cmp(a: float, b: float) -> int:
     if b == UNLIMITED:
         return -1
     return (a > b) - (a < b)
+
+
+def at_most(a: float, b: float) -> bool:
+    """a <= b where -1 means unlimited."""
+    return _cmp(a, b) <= 0
 
 
 def less_equal(a: Vec, b: Vec) -> bool:
@@ -112,6 +118,9 @@ class Shares:
         self.total = vec()
         self.queues: dict[str, QueueShare] = {}
         self._paths: dict[str, list[QueueShare]] = {}
+        # queue order keys by (queue, its allocation, job request, victims): the rest they read is
+        # fixed for the session (capacity.queue_order_key)
+        self.order_keys: dict[tuple[Any, ...], list[object]] = {}
 
     @classmethod
     def build(cls, cluster: ClusterInfo, k_value: float = 1.0) -> Shares:

@@ -20,7 +20,11 @@ def fitting_gpus(node: Node, task: Task, score: Callable[[str], float]) -> list[
     whole = int(node.idle.gpus + 1e-9) + int(node.releasing.gpus + 1e-9)
     if node.idle.gpus > 0 or node.releasing.gpus > 0:
         candidates.extend([WHOLE_GPU] * whole)
-    scored = [(score(g), i, g) for i, g in enumerate(candidates)]
+    by_group: dict[str, float] = {}     # the whole devices all score alike: ask once
+    for g in candidates:
+        if g not in by_group:
+            by_group[g] = score(g)
+    scored = [(by_group[g], i, g) for i, g in enumerate(candidates)]
     scored.sort(key=lambda s: (-s[0], s[1]))
     return [g for _, _, g in scored]
 

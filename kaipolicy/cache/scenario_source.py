@@ -275,7 +275,7 @@ def _sub_groups(spec: dict[str, Any], n_tasks: int) -> tuple[SubGroupSet, dict[s
     return root, pod_sets
 
 
-def _task(job: dict[str, Any], index: int, spec: dict[str, Any], created: float) -> Task:
+def _task(job: dict[str, Any], index: int, spec: dict[str, Any], created: float, shared: Request) -> Task:
     name = spec.get("name") or f"{job['name']}-{index}"
     state = Status(spec["state"])
     aff = spec.get("podAffinity")
@@ -284,7 +284,8 @@ def _task(job: dict[str, Any], index: int, spec: dict[str, Any], created: float)
         labels.setdefault("kai.scheduler/task-priority", str(int(spec["priority"])))
     return Task(
         uid=name, name=name, namespace=job.get("namespace", "default"), job=job["name"],
-        request=_request(job.get("perTask") or {}, spec.get("resources")), status=state,
+        request=_request(job.get("perTask") or {}, spec["resources"]) if spec.get("resources") else shared,
+        status=state,
         node=spec.get("node", "") or "", gpu_groups=[str(g) for g in spec.get("gpuGroups") or []],
         sub_group=spec.get("subGroup") or DEFAULT_SUB_GROUP,
         priority=spec.get("priority"), labels=labels,
@@ -307,8 +308,9 @@ def _job(scn: Scenario, order: int, spec: dict[str, Any]) -> Job:
         created=created, root=root, pod_sets=pod_sets, last_start=scn.last_start.get(spec["name"]),
         stale_since=scn.stale_since.get(spec["name"]), deleted=bool(spec.get("deleted", False)), order=order,
     )
+    shared = _request(spec.get("perTask") or {}, None)   # immutable: one object for the job's plain tasks
     for i, t in enumerate(tasks_spec):
-        job.add_task(_task(spec, i, t, created))
+        job.add_task(_task(spec, i, t, created, shared))
     return job
 
 

@@ -75,7 +75,8 @@ def render_text(path: str, report: dict[str, Any]) -> str:
     lines = [f"{printable(path)}: {report['cycles']} cycle(s)"]
     lines.extend(f"  warning: {printable(w)}" for w in report.get("warnings", []))
     for i, c in enumerate(report["perCycle"], 1):
-        lines.append(f"  cycle {i}: {c['binds']} bind(s), {c['evictions']} eviction(s), {c['pipelined']} pipelined")
+        lines.append(f"  cycle {i}: {c['binds']} bind(s), {c['evictions']} eviction(s), {c['pipelined']} pipelined"
+                     f" in {c['seconds']['total']:.3f} s")
     lines.append("  after the last cycle:")
     by_job: dict[str, list[dict[str, Any]]] = {}
     for t in report["tasks"]:

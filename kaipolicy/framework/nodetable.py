@@ -7,37 +7,52 @@ names the scalar rules read from a `Node`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from kaipolicy.api.node import Node
-from kaipolicy.api.task import Task
+from kaipolicy.api.resources import Request
 
 
 class NodeVector:
     """Attribute access like a Node, but every attribute is an array over the chosen nodes."""
 
-    def __init__(self, table: NodeTable, idx: np.ndarray) -> None:
-        self._table = table
+    def __init__(self, table: NodeTable, idx: np.ndarray, every: bool = False) -> None:
+        self.table = table
         self._idx = idx
+        self.every = every      # idx is every table row in order: the columns are used as they are
+        # fit masks computed on this view, by (request identity, with releasing): the view lives
+        # only until a node changes, and placement and the fits.* rules ask for the same ones
+        self.fits: dict[tuple[int, bool], tuple[Request, np.ndarray]] = {}
 
     @property
     def index(self) -> np.ndarray:
         """Table rows of the chosen nodes (rows are in node-name order)."""
         return self._idx
 
-    @property
+    @cached_property
     def nodes(self) -> list[Node]:
-        nodes = [self._table.nodes[i] for i in self._idx]
-        self.__dict__["nodes"] = nodes
-        return nodes
+        """The chosen nodes, built once per view (a plain property would rebuild it per access)."""
+        all_nodes = self.table.nodes
+        return [all_nodes[i] for i in self._idx.tolist()]
+
+    def node(self, i: int) -> Node:
+        """The i-th chosen node (without building the whole list)."""
+        return self.table.nodes[int(self._idx[i])]
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        arr = self._table.column(attr)[self._idx]
+        col = self.table.column(attr)
+        if self.every:
+            # the live column itself, read-only: the view is dropped before any node changes
+            arr = col.view()
+            arr.flags.writeable = False
+        else:
+            arr = col[self._idx]
         setattr(self, attr, arr)
         return arr
 
@@ -45,19 +60,81 @@ class NodeVector:
         return len(self._idx)
 
 
+#: Marks the change log holds before it starts over.
+KEPT_CHANGES = 4096
+#: Node lists whose rows are remembered at once.
+KEPT_LISTS = 8
+#: Changed rows past which a derived array is recomputed whole rather than row by row.
+PATCH_ROWS = 16
+#: Node attributes no task changes: never re-read when a node is marked dirty.
+STATIC = frozenset({"name", "labels", "gpu_memory", "gpu_memory_synced", "mig_enabled", "mig_strategy",
+                    "unschedulable", "gpu_count", "cpu_only", "allocatable_gpus", "allocatable_cpu_millis",
+                    "allocatable_memory_bytes"})
+
+
 class NodeTable:
+    """The session's nodes in name order, with numpy columns of their attributes built on first
+    use and kept current row by row."""
+
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.nodes = list(nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
         self._columns: dict[str, np.ndarray] = {}
+        self._changing: dict[str, np.ndarray] = {}    # the columns a task can change
         self._dirty: set[int] = set()
-        self._last_list: Sequence[Node] | None = None
-        self._last_idx = np.zeros(0, dtype=np.intp)
+        # per node list asked for (by identity): its rows, whether it is every row in order, and
+        # its view while no node changes; a few lists are kept (the solver alternates between them)
+        self._lists: dict[int, tuple[Sequence[Node], np.ndarray, bool]] = {}
+        self._views: dict[int, NodeVector] = {}
+        # rows marked, in order, since change number `_base`: what derived arrays catch up on
+        self._changes: list[int] = []
+        self._base = 0
+        self._derived: dict[Hashable, tuple[np.ndarray, int]] = {}
+        self._constants: dict[Hashable, Any] = {}
 
     def mark(self, node: Node) -> None:
+        if self._views:
+            self._views.clear()
+        if len(self._changes) >= KEPT_CHANGES:
+            # forget the log (derived arrays older than it are recomputed whole)
+            self._base += len(self._changes)
+            self._changes = []
+        self._changes.append(node.index)
         if self._columns:
             self._dirty.add(node.index)
+
+    def derived(self, key: Hashable, whole: Callable[[], np.ndarray], row: Callable[[Node], Any]) -> np.ndarray:
+        """An array over every node in table order that `whole()` computes at once and `row(node)`
+        gives for one node: kept between calls under `key` and brought up to date on the rows
+        changed since (all at once when many changed). The caller gets its own copy."""
+        kept = self._derived.get(key)
+        rows = self.changed_since(kept[1]) if kept is not None else None
+        if kept is None or rows is None:
+            values = whole()
+        else:
+            values = kept[0]
+            for i in rows:
+                values[i] = row(self.nodes[i])
+        self._derived[key] = (values, self.change_count())
+        return values.copy()
+
+    def change_count(self) -> int:
+        """How many times nodes were marked changed so far (a position in the change log)."""
+        return self._base + len(self._changes)
+
+    def changed_since(self, count: int) -> list[int] | None:
+        """The rows marked changed since `change_count()` was `count`, each once; None when they
+        are too many to recompute one by one (or the log has started over since)."""
+        if count < self._base or self.change_count() - count > PATCH_ROWS:
+            return None
+        return list(dict.fromkeys(self._changes[count - self._base:]))
+
+    def constant(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """A value of the nodes that no task changes (e.g. the most GPUs a node has), computed once."""
+        if key not in self._constants:
+            self._constants[key] = compute()
+        return self._constants[key]
 
     def column(self, attr: str) -> np.ndarray:
         self._refresh()
@@ -66,6 +143,8 @@ class NodeTable:
             values = [getattr(n, attr) for n in self.nodes]
             col = _array(values)
             self._columns[attr] = col
+            if attr not in STATIC:
+                self._changing[attr] = col
         return col
 
     def _refresh(self) -> None:
@@ -73,18 +152,31 @@ class NodeTable:
             return
         for i in self._dirty:
             node = self.nodes[i]
-            for attr, col in self._columns.items():
+            for attr, col in self._changing.items():
                 col[i] = getattr(node, attr)
         self._dirty.clear()
 
     def view(self, nodes: Sequence[Node]) -> NodeVector:
-        self._refresh()
-        if nodes is self._last_list:
-            idx = self._last_idx
-        else:
+        """The nodes as arrays; the same view again while no node has changed. A list is known
+        by its identity: lists handed to the table must not change afterwards."""
+        key = id(nodes)
+        view = self._views.get(key)
+        if view is not None:
+            return view
+        known = self._lists.get(key)
+        if known is None or known[0] is not nodes:
             idx = np.fromiter((n.index for n in nodes), dtype=np.intp, count=len(nodes))
-            self._last_list, self._last_idx = nodes, idx
-        return NodeVector(self, idx)
+            every = len(idx) == len(self.nodes) and bool((idx == np.arange(len(idx))).all())
+            if len(self._lists) >= KEPT_LISTS:
+                self._lists.clear()
+            known = self._lists[key] = (nodes, idx, every)
+        self._refresh()
+        view = self._views[key] = NodeVector(self, known[1], known[2])
+        return view
+
+    def whole(self) -> NodeVector:
+        """Every node, in table order."""
+        return self.view(self.nodes)
 
 
 def _array(values: list[Any]) -> np.ndarray:
@@ -95,24 +187,3 @@ def _array(values: list[Any]) -> np.ndarray:
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
     return arr
-
-
-def fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:
-    """Node.fits_idle / fits_idle_or_releasing for every node of the view, vectorised for
-    plain requests (CPU-only or whole GPUs); shared and MIG requests ask each node."""
-    req = task.request
-    if req.is_shared or req.mig:
-        check: Callable[[Node], bool] = (
-            (lambda n: n.fits_idle_or_releasing(task)) if with_releasing else (lambda n: n.fits_idle(task)))
-        return np.fromiter((check(n) for n in view.nodes), dtype=bool, count=len(view))
-    if not with_releasing and req.is_empty:
-        return np.ones(len(view), dtype=bool)
-    cpu: np.ndarray  # NodeVector columns are numeric arrays, looked up by name at run time
-    mem: np.ndarray
-    gpus: np.ndarray
-    pods: np.ndarray
-    if with_releasing:
-        cpu, mem, gpus, pods = view.free_cpu_millis, view.free_memory_bytes, view.free_gpus, view.free_pods
-    else:
-        cpu, mem, gpus, pods = view.idle_cpu_millis, view.idle_memory_bytes, view.idle_gpus, view.idle_pods
-    return (cpu >= req.cpu) & (mem >= req.memory) & (pods >= 1) & (gpus + 1e-9 >= req.gpus)

@@ -84,21 +84,37 @@ class Session:
         self.binds: list[BindRecord] = []
         self.evictions: list[EvictionRecord] = []
         self.evicted: set[str] = set()          # uids of pods whose eviction was committed
+        self.status_changes: dict[str, int] = {}  # per job uid: how often its pods changed status
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
         self.labelled: dict[str, LabelledUsage] = {}   # GPUs per queue by node label, once a rule asks
         self.errors: list[Outcome] = []
         self._groups_minted = 0
+        self._groups_taken: set[str] | None = None   # group ids the snapshot already uses
         self.scoring_nodes: Sequence[Node] = ()
         self.last_scores = ScoreSheet((), np.zeros(0), {}, {})
         self.scoring_memo: dict[Any, Any] = {}
         self.vectorize = vectorize        # False: every node-level rule runs node by node (tests compare)
 
     def new_gpu_group(self) -> str:
-        """A fresh shared-GPU group id, unique in the session and the same on every run."""
-        self._groups_minted += 1
-        return f"new-{self._groups_minted}"
+        """A fresh shared-GPU group id, the same on every run: never one the snapshot's nodes or
+        pods already name (pods placed in an earlier cycle keep their `new-N` ids), so a new group
+        never merges with a running one."""
+        if self._groups_taken is None:
+            self._groups_taken = {g for n in self.cluster.nodes.values() for g in n.shared_used}
+            self._groups_taken.update(g for j in self.cluster.jobs.values() for t in j.tasks.values()
+                                      for g in t.gpu_groups)
+        while True:
+            self._groups_minted += 1
+            group = f"new-{self._groups_minted}"
+            if group not in self._groups_taken:
+                return group
+
+    @property
+    def job_keys_pure(self) -> bool:
+        """Job order keys depend only on the job (no job-order rule consults the session)."""
+        return self._job_keys_pure
 
     def add_rules(self, rules: Iterable[Rule]) -> None:
         """Fill the hook slots, in the order given (tier by tier, plugin by plugin). Rules in warn or
@@ -116,6 +132,7 @@ class Session:
 
     def set_status(self, task: Task, status: Status) -> None:
         task.status = status
+        self.status_changes[task.job] = self.status_changes.get(task.job, 0) + 1
         self.cache.pop(("tasks-to-allocate", task.job), None)
         self.cache.pop(("init-request", task.job), None)
 
@@ -487,8 +504,8 @@ class Session:
         for rule in rules:
             values, _ = self._node_values(rule, task, job, nodes, view, idx)
             if values is not None:
-                weighted = rule.weight * values.astype(np.float64)
-                total = total + weighted
+                weighted = np.multiply(values, rule.weight, dtype=np.float64)
+                total += weighted
                 parts[rule.label] = weighted
         shadow_parts: dict[str, np.ndarray] = {}
         for rule in self.shadow["nodeOrder"] if self.shadowing else ():
@@ -501,12 +518,6 @@ class Session:
                     self.coverage.hit(label)
         self.last_scores = ScoreSheet(nodes, total, parts, shadow_parts)
         return total
-
-    def node_order(self, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray:
-        """Positions in `nodes`, best score first; equal scores by node name (the reference's order)."""
-        scores = self.node_scores(task, job, nodes)
-        # table rows are in name order, so a node's row is its rank by name
-        return np.lexsort((self.table.view(nodes).index, -scores))
 
     def gpu_score(self, task: Task, node: Node, group: str) -> float:
         total = 0.0

@@ -5,7 +5,8 @@ The result is memoised per job until the job's tasks change status (the session 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kaipolicy.api.job import Job
 from kaipolicy.api.resources import RequestType
@@ -14,6 +15,8 @@ from kaipolicy.builtins.fairshare import Vec, request_quantities
 
 if TYPE_CHECKING:
     from kaipolicy.framework.session import Session
+
+T = TypeVar("T")
 
 
 def tasks_to_allocate(ssn: Session, job: Job, real: bool) -> list[Task]:
@@ -25,8 +28,17 @@ def tasks_to_allocate(ssn: Session, job: Job, real: bool) -> list[Task]:
     return list(cached)
 
 
+def in_order(items: Iterable[T], key: Callable[[T], Any]) -> list[T]:
+    """`sorted(items, key=key)`, without evaluating order rules when there is nothing to order
+    (as the reference's sort never compares a single item)."""
+    out = list(items)
+    if len(out) > 1:
+        out.sort(key=key)
+    return out
+
+
 def _tasks_to_allocate(ssn: Session, job: Job, real: bool) -> list[Task]:
-    pod_sets = sorted(job.pod_sets.values(), key=lambda ps: ssn.pod_set_key(ps, job))
+    pod_sets = in_order(job.pod_sets.values(), lambda ps: ssn.pod_set_key(ps, job))
     unsatisfied = sum(1 for ps in pod_sets if ps.active_allocated < ps.min_available)
     max_sets = unsatisfied if unsatisfied > 0 else 1
     out: list[Task] = []
@@ -34,10 +46,10 @@ def _tasks_to_allocate(ssn: Session, job: Job, real: bool) -> list[Task]:
     for ps in pod_sets:
         if taken >= max_sets:
             break
-        candidates = [t for t in ps.tasks.values() if t.should_allocate(real)]
+        candidates = in_order([t for t in ps.tasks.values() if t.should_allocate(real)],
+                              lambda t: ssn.task_key(t, job))
         if not candidates:
             continue
-        candidates.sort(key=lambda t: ssn.task_key(t, job))
         allocated = ps.active_allocated
         if allocated >= ps.min_available:
             n = min(len(candidates), 1)

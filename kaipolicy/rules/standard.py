@@ -15,8 +15,9 @@ from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import Task
-from kaipolicy.builtins import affinity, capacity, gpusharing, topology
-from kaipolicy.framework.nodetable import NodeVector, fits_mask
+from kaipolicy.builtins import affinity, capacity, fragmentation, gpusharing, topology
+from kaipolicy.framework.fits import fits_mask, memory_of
+from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.session import GpuView, Session
 from kaipolicy.framework.tasks import tasks_to_allocate
 from kaipolicy.rules.vocabulary import FieldSpec, FunctionSpec, TypeSpec, Vocabulary
@@ -105,10 +106,7 @@ def _fits_idle_vector(task: Task, node: NodeVector) -> np.ndarray:
 
 
 def _fits_shared_group_vector(task: Task, node: NodeVector) -> np.ndarray:
-    out = np.zeros(len(node), dtype=bool)
-    for i in np.flatnonzero(node.has_shared_groups):
-        out[i] = _fits_shared_group(task, node.nodes[int(i)])
-    return out
+    return np.asarray(node.shared_room >= memory_of(task.request, node.gpu_memory))
 
 
 def _node_affinity_vector(task: Task, node: NodeVector) -> np.ndarray:
@@ -137,12 +135,15 @@ def _pack_columns(resource: str) -> tuple[str, str]:
     return _PACKED[resource]
 
 
-def _binpack_scores(free: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
-    """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource."""
-    counted = allocatable != 0
+def _binpack_scores(free: np.ndarray, allocatable: np.ndarray, counted: np.ndarray | None = None) -> np.ndarray:
+    """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource
+    (`counted`, when the caller knows it)."""
+    if counted is None:
+        counted = allocatable != 0
     if not counted.any():
         return np.zeros(free.shape)
-    lo, hi = free[counted].min(), free[counted].max()
+    having = free[counted]
+    lo, hi = having.min(), having.max()
     if hi == 0:
         return np.zeros(free.shape)
     if lo == hi:
@@ -165,8 +166,11 @@ def _binpack(cluster: Session, node: Node, resource: str) -> float:
 
 def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.ndarray:
     free_col, alloc_col = _pack_columns(resource)
-    return _binpack_scores(np.asarray(getattr(node, free_col), dtype=float),
-                           np.asarray(getattr(node, alloc_col), dtype=float))
+    allocatable = np.asarray(getattr(node, alloc_col), dtype=float)
+    # which nodes have the resource never changes: over all nodes it is worked out once
+    counted = (node.table.constant(("has", alloc_col), lambda: allocatable != 0) if node.every
+               else allocatable != 0)
+    return _binpack_scores(np.asarray(getattr(node, free_col), dtype=float), allocatable, counted)
 
 
 def _spread(free: Any, total: Any) -> Any:
@@ -271,6 +275,13 @@ FUNCTIONS = {f.name: f for f in (
        "The proportion plugin's queue order as a sortable key."),
     _f("gpu.needsNewGroup", ("Cluster", "Task", "Node"), "bool", _needs_new_group, _over_nodes(_needs_new_group),
        "Placing this shared task on the node would open a new GPU group (it needs a reservation pod slot)."),
+    _f("gpu.fragments", ("Node", "double", "double"), "double", fragmentation.on_node, fragmentation.on_node,
+       "The node's free GPU capacity (devices) a pod asking these GPUs (below 1: a portion of one device; "
+       "0: CPU only) and CPU millicores could not use: all of it when the pod does not fit, else the devices "
+       "with less free than it takes (Weng et al., ATC'23)."),
+    _f("gpu.fragmentsAfter", ("Task", "Node", "double", "double"), "double", fragmentation.after_task, fragmentation.after_task,
+       "gpu.fragments once the task has landed on the node (a shared pod on the fullest device it fits, "
+       "a whole-GPU pod on idle devices)."),
     _f("topology.preferredScore", ("Cluster", "Task", "Job", "Node"), "double", _topology_score,
        _topology_score_vector, "Preference for nodes inside the job's preferred topology domain."),
 )}

@@ -32,7 +32,7 @@ nodes:
      labels: {zone: a}}
 jobs:
   - {name: j0, queue: q, priority: 50, perTask: {gpus: 1, cpuMillis: 1000, memoryBytes: 1000},
-     tasks: [{state: Pending}]}
+     tasks: [{state: Pending}, {state: Pending}]}   # two: a task order rule never sorts one
 config: {tiers: [{plugins: [{name: predicates}, {name: proportion}, {name: PLUGIN}]}]}
 """
 

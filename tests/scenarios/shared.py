@@ -43,12 +43,12 @@ def default_bundle() -> Any:
 
 
 def run(path: Path, **session_options: Any) -> dict[str, Any]:
-    """The report `kaipolicy simulate --output json` would print, or {"error": ...}."""
+    """The report `kaipolicy simulate --output json` would print without its timings, or {"error": ...}."""
     from kaipolicy.errors import KaipolicyError
-    from kaipolicy.simulate import simulate_file
+    from kaipolicy.simulate import simulate_file, without_timings
 
     try:
-        return simulate_file(path, default_bundle(), **session_options).report()
+        return without_timings(simulate_file(path, default_bundle(), **session_options).report())
     except KaipolicyError as e:
         return {"error": str(e)}
 

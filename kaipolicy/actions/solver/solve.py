@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaipolicy.actions.ordering import JobFilter, JobsByQueue
+from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
 from kaipolicy.actions.solver.scenario import Scenario
@@ -26,7 +26,7 @@ from kaipolicy.api.node import Node
 from kaipolicy.api.resources import Request
 from kaipolicy.api.task import Status, Task
 from kaipolicy.errors import StatementError
-from kaipolicy.framework.nodetable import fits_mask
+from kaipolicy.framework.fits import fits_mask
 from kaipolicy.framework.outcome import Outcome
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
@@ -66,7 +66,7 @@ class JobSolver:
         self.start_shares = start_shares
         self.stats = SolverStats()
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._pending_jobs: list[Job] | None = None
+        self._pending_order: SortedJobs | None = None
 
     def solve(self, job: Job) -> tuple[bool, Statement | None, list[Task]]:
         before = job.active_used
@@ -95,10 +95,20 @@ class JobSolver:
             self._victims = VictimSource(self.ssn, self._victims_fn())
         return self._victims
 
-    def pending_jobs(self) -> list[Job]:
-        if self._pending_jobs is None:
-            self._pending_jobs = [j for j in self.ssn.cluster.jobs.values() if j.has_pending]
-        return self._pending_jobs
+    def pending_order(self) -> SortedJobs:
+        """The pending jobs in job order per leaf queue, as the simulations order them. When job
+        keys depend only on the jobs (no job-order rule consults the session) it is shared by the
+        action's solutions: the pending jobs only ever leave it, and add_sorted sees them go."""
+        if self._pending_order is None:
+            memo = ("pending-order", self.action)
+            shared = self.ssn.cache.get(memo) if self.ssn.job_keys_pure else None
+            if shared is None:
+                pending = [j for j in self.ssn.cluster.jobs.values() if j.has_pending]
+                shared = _KeyedOrder(self.ssn, self.job_keys).add(pending, JobFilter()).sorted_jobs()
+                if self.ssn.job_keys_pure:
+                    self.ssn.cache[memo] = shared
+            self._pending_order = shared
+        return self._pending_order
 
     def _solve_partial(self, partial: Job, recorded_tasks: list[Task], recorded_jobs: list[Job]) -> Solution | None:
         ssn = self.ssn
@@ -176,7 +186,10 @@ def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: 
               victim_tasks: list[Task]) -> Solution | None:
     """None when the partial job does not fit; otherwise the (validated or refused) solution."""
     solver.stats.simulations += 1
-    if not _allocate_virtually(solver, scenario.preemptor, stmt, list(feasible.values()), victim_tasks):
+    nodes = list(feasible.values())
+    if _preemptor_cannot_fit(solver.ssn, scenario.preemptor, nodes, victim_tasks):
+        return None
+    if not _allocate_virtually(solver, scenario.preemptor, stmt, nodes, victim_tasks):
         return None
     preempted = [t for t in victim_tasks if t.status == Status.RELEASING]
     moved = [t for t in victim_tasks if t.status == Status.PIPELINED]
@@ -199,13 +212,14 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
     """Re-place the preemptor and the victims' jobs in job order, pipeline only; other pending
     jobs only take part in the ordering, as in the reference."""
     ssn = solver.ssn
-    jobs = {j.uid: j for j in solver.pending_jobs()}
-    victim_uids = set()
-    for t in victim_tasks:
-        victim_uids.add(t.job)
-        jobs[t.job] = ssn.cluster.jobs[t.job]
+    victim_uids = {t.job for t in victim_tasks}
+    jobs = {uid: ssn.cluster.jobs[uid] for uid in dict.fromkeys(t.job for t in victim_tasks)}
     jobs[preemptor.uid] = preemptor
-    order = _KeyedOrder(ssn, solver.job_keys).add(jobs.values(), JobFilter())
+    # the other pending jobs come in the order sorted before; those whose pods changed status
+    # since (a solution was committed, a simulation moved them) are sorted in again
+    order = _KeyedOrder(ssn, solver.job_keys)
+    changed = order.add_sorted(solver.pending_order(), set(jobs))
+    order.add([*(j for j in changed if j.has_pending), *jobs.values()], JobFilter())
     placed = False
     hopeless: set[Request] = set()
     while not order.empty():
@@ -219,6 +233,18 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
         elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
     return placed
+
+
+def _preemptor_cannot_fit(ssn: Session, preemptor: Job, nodes: list[Node], victim_tasks: list[Task]) -> bool:
+    """A pod of the pending job fits no node right after the evictions, so the simulation fails
+    at the job's turn: the jobs placed before it only take room (whatever the order), so the pod
+    cannot fit then either, and the order need not be built. Not used when a victim job also
+    has pending pods: its failed re-placement in the simulation records fit errors its owner reads."""
+    jobs = ssn.cluster.jobs
+    if any(jobs[t.job].has_pending for t in victim_tasks):
+        return False
+    view = ssn.table.view(nodes)
+    return any(not fits_mask(view, t, with_releasing=True).any() for t in tasks_to_allocate(ssn, preemptor, False))
 
 
 def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request]) -> bool:

@@ -83,3 +83,17 @@ def test_a_fraction_opening_a_new_gpu_waits_when_no_device_is_idle() -> None:
     fraction = next(t for t in report["tasks"] if t["name"] == "new-1")
     assert fraction["status"] in ("Pipelined", "Pending")
     assert report["nodes"][0]["idleGpus"] >= 0
+
+
+
+# ---- found by the scale work (bench/openb.py) ----------------------------------------------------------
+def test_a_new_shared_gpu_never_takes_the_id_of_a_running_group() -> None:
+    # A 0.5 pod runs on group new-1 (opened by an earlier cycle); a 0.7 pod cannot join it and
+    # opens its own group, which must get a fresh id: reusing new-1 merged the two accounts.
+    jobs = [job("running", perTask={"gpus": 0.5, "cpuMillis": 10, "memoryBytes": 10},
+                tasks=[{"state": "Running", "node": "n0", "gpuGroups": ["new-1"]}]),
+            job("pending", perTask={"gpus": 0.7, "cpuMillis": 10, "memoryBytes": 10})]
+    report = simulate(scenario([node("n0", gpus=2)], jobs), default_bundle()).report()
+    groups = {t["job"]: (t["status"], t["gpuGroups"]) for t in report["tasks"]}
+    assert groups["pending"][0] == "Binding" and groups["pending"][1] != ["new-1"]
+    assert report["nodes"][0]["idleGpus"] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,22 @@ def test_json_output_has_the_documented_fields(capsys: pytest.CaptureFixture[str
     assert {"cycles", "tasks", "jobs", "binds", "evictions", "pipelined", "perCycle", "nodes"} <= set(report)
     assert {"job", "name", "status", "node", "gpuGroups", "gpus", "gpusAccepted", "cpuMillis", "memoryBytes"} \
         <= set(report["tasks"][0])
+
+
+def test_every_cycle_reports_its_seconds_per_phase_and_the_text_prints_the_total(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    reclaim = EXAMPLE.parent / "reclaim.yaml"
+    main(["simulate", "--output", "json", str(reclaim)])
+    cycles = json.loads(capsys.readouterr().out)["perCycle"]
+    actions = ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"]
+    assert [list(c["seconds"]) for c in cycles] == [["total", "snapshot", "session", *actions]] * 2
+    for c in cycles:
+        parts = sum(v for k, v in c["seconds"].items() if k != "total")
+        assert all(v >= 0 for v in c["seconds"].values())
+        assert parts <= c["seconds"]["total"] + 1e-5 < parts + 0.05    # the phases make up the total
+    main(["simulate", str(reclaim)])
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if " pipelined in " in ln]
+    assert len(lines) == 2 and all(re.fullmatch(r"  cycle \d: .* pipelined in \d+\.\d{3} s", ln) for ln in lines)
 
 
 def test_the_audit_log_is_written_as_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

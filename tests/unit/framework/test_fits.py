@@ -1,0 +1,67 @@
+"""The fit masks over all nodes say exactly what each node's own fits_idle / fits_idle_or_releasing
+says, for every kind of request and node the fuzz generator makes, also after tasks come and go
+(when the masks are kept as derived arrays and only changed rows are recomputed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kaipolicy.api.task import Status, Task
+from kaipolicy.cache.scenario_source import scenario_from_doc
+from kaipolicy.cli.bundle import load
+from kaipolicy.cycle import open_session
+from kaipolicy.framework.config import Params, config_from
+from kaipolicy.framework.fits import fits_mask
+from kaipolicy.framework.session import Session
+from tests.fuzz.generate import scenario
+
+#: a spread of seeds, and ones whose chaotic nodes are overcommitted (idle GPUs below zero)
+SEEDS = [*range(0, 120, 3), 120, 210, 241]
+
+
+def session_for(seed: int) -> Session:
+    scn = scenario_from_doc(scenario(seed), f"<seed {seed}>")
+    return open_session(scn.snapshot(), config_from(None, actions=["allocate"], params=Params()), load(None))
+
+
+def requests(ssn: Session) -> list[Task]:
+    return [t for j in ssn.cluster.jobs.values() for t in j.tasks.values()]
+
+
+def assert_masks_match(ssn: Session, tasks: list[Task]) -> None:
+    nodes = ssn.node_list
+    for task in tasks:
+        for with_releasing in (True, False):
+            mask = fits_mask(ssn.table.view(nodes), task, with_releasing)
+            one_by_one = [n.fits_idle_or_releasing(task) if with_releasing else n.fits_idle(task) for n in nodes]
+            assert mask.tolist() == one_by_one, (task, with_releasing)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fit_masks_match_every_node_on_its_own(seed: int) -> None:
+    ssn = session_for(seed)
+    assert_masks_match(ssn, requests(ssn))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fit_masks_stay_exact_while_tasks_land_and_roll_back(seed: int) -> None:
+    ssn = session_for(seed)
+    tasks = requests(ssn)
+    assert_masks_match(ssn, tasks)       # every request's mask is now kept by the table
+    stmt = ssn.statement()
+    pending = [t for t in tasks if t.status == Status.PENDING and not t.request.is_shared and not t.request.mig]
+    for task in pending[:6]:
+        fitting = [n for n in ssn.node_list if n.fits_idle(task)]
+        if fitting:
+            stmt.allocate(task, fitting[len(fitting) // 2].name)
+            assert_masks_match(ssn, tasks)
+    stmt.discard()
+    assert_masks_match(ssn, tasks)
+
+
+def test_a_subset_of_nodes_gets_the_masks_of_those_nodes() -> None:
+    ssn = session_for(4)
+    nodes = ssn.node_list[::2]
+    for task in requests(ssn):
+        assert fits_mask(ssn.table.view(nodes), task, True).tolist() == [n.fits_idle_or_releasing(task)
+                                                                          for n in nodes]

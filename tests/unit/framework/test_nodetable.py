@@ -1,0 +1,62 @@
+"""The node table: columns and views follow the nodes, and a derived array is exactly what its
+per-node function says after any number of changes (patched row by row, recomputed whole past a
+few changes, and after the change log starts over)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kaipolicy.api.node import Node
+from kaipolicy.api.resources import Resources
+from kaipolicy.framework import nodetable
+from kaipolicy.framework.nodetable import NodeTable
+
+
+def nodes(n: int = 6) -> list[Node]:
+    return [Node(f"n{i}", Resources(1000.0 * (i + 1), 1e9, 4.0, 110.0)) for i in range(n)]
+
+
+def idle_cpu(table: NodeTable) -> np.ndarray:
+    return table.derived("cpu", lambda: np.array([n.idle.cpu for n in table.nodes]), lambda n: n.idle.cpu)
+
+
+def test_a_view_is_reused_until_a_node_changes_and_then_shows_the_change() -> None:
+    table = NodeTable(nodes())
+    view = table.view(table.nodes)
+    assert table.view(table.nodes) is view and view.every
+    assert view.idle_cpu_millis.tolist() == [1000.0 * (i + 1) for i in range(6)]
+    table.nodes[2].idle.cpu = 5.0
+    table.mark(table.nodes[2])
+    again = table.view(table.nodes)
+    assert again is not view and again.idle_cpu_millis[2] == 5.0
+
+
+def test_a_subset_view_has_the_columns_of_its_nodes_in_its_order() -> None:
+    table = NodeTable(nodes())
+    subset = [table.nodes[4], table.nodes[1]]
+    view = table.view(subset)
+    assert not view.every and view.idle_cpu_millis.tolist() == [5000.0, 2000.0]
+    assert [n.name for n in view.nodes] == ["n4", "n1"] and view.node(1).name == "n1"
+
+
+@pytest.mark.parametrize(("changes", "log"), [(1, 4096), (3, 4096), (40, 4096), (7, 3), (40, 3)])
+def test_a_derived_array_matches_its_rows_after_changes(monkeypatch: pytest.MonkeyPatch, changes: int,
+                                                         log: int) -> None:
+    monkeypatch.setattr(nodetable, "KEPT_CHANGES", log)
+    table = NodeTable(nodes())
+    assert idle_cpu(table).tolist() == [n.idle.cpu for n in table.nodes]
+    for k in range(changes):
+        node = table.nodes[(k * 5) % 6]
+        node.idle.cpu -= 7
+        table.mark(node)
+        if k % 4 == 0:
+            assert idle_cpu(table).tolist() == [n.idle.cpu for n in table.nodes]
+    assert idle_cpu(table).tolist() == [n.idle.cpu for n in table.nodes]
+
+
+def test_a_derived_array_handed_out_is_the_callers_own() -> None:
+    table = NodeTable(nodes())
+    mine = idle_cpu(table)
+    mine[0] = -1.0
+    assert idle_cpu(table)[0] == 1000.0

@@ -1,0 +1,23 @@
+"""The simulation report: what it says about jobs and cycles, whatever the scenario."""
+
+from __future__ import annotations
+
+import pytest
+
+from kaipolicy.cache.scenario_source import scenario_from_doc
+from kaipolicy.simulate import simulate, without_timings
+from tests.fuzz.generate import scenario
+from tests.scenarios.shared import default_bundle
+
+
+@pytest.mark.parametrize("seed", [*range(0, 60, 3), 556])
+def test_only_a_job_with_pods_still_waiting_reports_a_fit_error(seed: int) -> None:
+    report = simulate(scenario_from_doc(scenario(seed), f"<seed {seed}>"), default_bundle()).report()
+    waiting = {t["job"] for t in report["tasks"] if t["status"] in ("Pending", "Gated")}
+    assert {j["name"] for j in report["jobs"] if j["fitError"]} <= waiting
+
+
+def test_two_runs_differ_only_in_their_timings() -> None:
+    runs = [simulate(scenario_from_doc(scenario(7), "<seed 7>"), default_bundle()).report() for _ in range(2)]
+    assert without_timings(runs[0]) == without_timings(runs[1])
+    assert all("seconds" in c for c in runs[0]["perCycle"])
