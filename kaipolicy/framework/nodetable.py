@@ -160,15 +160,18 @@ class NodeTable:
         """The nodes as arrays; the same view again while no node has changed. A list is known
         by its identity: lists handed to the table must not change afterwards."""
         key = id(nodes)
-        view = self._views.get(key)
-        if view is not None:
-            return view
         known = self._lists.get(key)
-        if known is None or known[0] is not nodes:
+        if known is not None and known[0] is nodes:
+            view = self._views.get(key)
+            if view is not None:
+                return view
+        else:
             idx = np.fromiter((n.index for n in nodes), dtype=np.intp, count=len(nodes))
             every = len(idx) == len(self.nodes) and bool((idx == np.arange(len(idx))).all())
             if len(self._lists) >= KEPT_LISTS:
+                # a list let go may die and its id go to another list: its view goes with it
                 self._lists.clear()
+                self._views.clear()
             known = self._lists[key] = (nodes, idx, every)
         self._refresh()
         view = self._views[key] = NodeVector(self, known[1], known[2])

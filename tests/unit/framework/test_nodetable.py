@@ -32,6 +32,24 @@ def test_a_view_is_reused_until_a_node_changes_and_then_shows_the_change() -> No
     assert again is not view and again.idle_cpu_millis[2] == 5.0
 
 
+def test_a_list_the_table_let_go_never_lends_its_view_to_a_new_list_with_its_id() -> None:
+    # regression (fuzz seed 442): past KEPT_LISTS lists the table forgot the old lists but kept
+    # their views, so a new list that CPython gave a dead list's id got the dead list's rows
+    table = NodeTable(nodes())
+    reused = 0
+    for _ in range(50):
+        old = [table.nodes[0]]
+        table.view(old)
+        for i in range(nodetable.KEPT_LISTS):
+            table.view([table.nodes[i % 6]])
+        dead = id(old)
+        del old
+        new = [table.nodes[1], table.nodes[2]]
+        reused += id(new) == dead
+        assert [n.name for n in table.view(new).nodes] == ["n1", "n2"]
+    assert reused, "CPython never reused a list's id here: the test proves nothing"
+
+
 def test_a_subset_view_has_the_columns_of_its_nodes_in_its_order() -> None:
     table = NodeTable(nodes())
     subset = [table.nodes[4], table.nodes[1]]
