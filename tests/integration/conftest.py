@@ -43,12 +43,16 @@ def cluster(apiserver: ApiServer) -> Cluster:
     return Cluster(apiserver.kubeconfig)
 
 
-@pytest.fixture
-def namespace(cluster: Cluster) -> str:
+def _fresh_namespace(cluster: Cluster, prefix: str) -> str:
     # no namespace controller runs: a deleted namespace would stay Terminating, so each test has its own
-    name = f"t-{secrets.token_hex(4)}"
+    name = f"{prefix}-{secrets.token_hex(4)}"
     cluster.core.create_namespace({"metadata": {"name": name}})
     return name
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> str:
+    return _fresh_namespace(cluster, "t")
 
 
 @pytest.fixture
@@ -66,9 +70,7 @@ def scheduler() -> str:
 @pytest.fixture
 def reserved(cluster: Cluster) -> str:
     """A namespace of this test's own for the binder's GPU-sharing reservation pods."""
-    name = f"rr-{secrets.token_hex(4)}"
-    cluster.core.create_namespace({"metadata": {"name": name}})
-    return name
+    return _fresh_namespace(cluster, "rr")
 
 
 @pytest.fixture
