@@ -109,7 +109,9 @@ def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, 
     ssn = Session(cluster, config, builtins=BUILTINS, k_value=k_value, audit=audit, vectorize=vectorize)
     rules: list[SessionRule] = []
     for name, instance in instances:
+        started = time.perf_counter()
         rules.extend(SessionRule(name, bound) for bound in instance.bind_cluster(ssn).rules)
+        ssn.plugin_seconds[name] = ssn.plugin_seconds.get(name, 0.0) + time.perf_counter() - started
     ssn.add_rules(rules)
     return ssn
 

@@ -25,17 +25,17 @@ class PlainCounter(Collector):
     counter's samples, which would break queries written for the reference, so the family is
     typed `untyped`: Prometheus stores and rates it the same way."""
 
-    def __init__(self, name: str, documentation: str, label: str) -> None:
+    def __init__(self, name: str, documentation: str, label: str | None) -> None:
         self.name, self.documentation, self.label = name, documentation, label
         self._values: dict[str, float] = {}
         self._lock = threading.Lock()
         REGISTRY.register(self)
 
-    def inc(self, value: str, amount: float = 1.0) -> None:
+    def inc(self, value: str = "", amount: float = 1.0) -> None:
         with self._lock:
             self._values[value] = self._values.get(value, 0.0) + amount
 
-    def get(self, value: str) -> float:
+    def get(self, value: str = "") -> float:
         with self._lock:
             return self._values.get(value, 0.0)
 
@@ -43,7 +43,7 @@ class PlainCounter(Collector):
         family = Metric(self.name, self.documentation, "unknown")
         with self._lock:
             for value, amount in sorted(self._values.items()):
-                family.add_sample(self.name, {self.label: value}, amount)
+                family.add_sample(self.name, {self.label: value} if self.label else {}, amount)
         yield family
 
 
@@ -67,6 +67,18 @@ TASK_BIND_LATENCY = Histogram("kai_task_bind_latency_milliseconds",
                               buckets=LATENCY_BUCKETS, registry=REGISTRY)
 PODGROUPS_SCHEDULED = PlainCounter("kai_podgroups_scheduled_by_action", "Count of podgroups scheduled per action",
                                    "action")
+PODGROUPS_CONSIDERED = PlainCounter("kai_podgroups_acted_on_by_action", "Count of podgroups tried per action",
+                                    "action")
+SCENARIOS_SIMULATED = PlainCounter("kai_scenarios_simulation_by_action", "Count of scenarios simulated per action",
+                                   "action")
+SCENARIOS_FILTERED = PlainCounter("kai_scenarios_filtered_by_action", "Count of scenarios filtered per action",
+                                  "action")
+PREEMPTION_ATTEMPTS = PlainCounter("kai_total_preemption_attempts",
+                                   "Total preemption attempts in the cluster till now (successful ones, as the "
+                                   "reference counts them)", None)
+PLUGIN_LATENCY = Gauge("kai_plugin_scheduling_latency_milliseconds",
+                       "Plugin scheduling latency in milliseconds (binding its rules to the session), as a gauge",
+                       ["plugin", "OnSession"], registry=REGISTRY)
 POD_GROUP_EVICTED_PODS = Counter("kai_pod_group_evicted_pods", "Total number of pods evicted per pod group",
                                  ["podgroup", "namespace", "uid", "nodepool", "action"], registry=REGISTRY)
 QUEUE_FAIR_SHARE_CPU = Gauge("kai_queue_fair_share_cpu_cores", "CPU Fair share of queue, as a gauge. Value is in Cores",

@@ -35,6 +35,7 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
                               outcome="skipped", reason="a job with the same requirements already failed "
                                                         f"in {action} this cycle")
             continue
+        ssn.tally["considered", action] += 1
         solved, stmt, victims = attempt(job)
         if solved and stmt is not None:
             stmt.commit()

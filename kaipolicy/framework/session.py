@@ -90,6 +90,9 @@ class Session:
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
         self.labelled: dict[str, LabelledUsage] = {}   # GPUs per queue by node label, once a rule asks
         self.errors: list[Outcome] = []
+        # (what, action): jobs tried, scenarios simulated and filtered (the reference's counters)
+        self.tally: Counter[tuple[str, str]] = Counter()
+        self.plugin_seconds: dict[str, float] = {}   # binding each plugin's rules at session open
         self._groups_minted = 0
         self._groups_taken: set[str] | None = None   # group ids the snapshot already uses
         self.scoring_nodes: Sequence[Node] = ()

@@ -155,6 +155,7 @@ class Loop:
             metrics.ACTION_LATENCY.labels(action=action).set(ms)
         for action, n in scheduled.items():
             metrics.PODGROUPS_SCHEDULED.inc(action, n)
+        _record_tally(result.session, scheduled.get("preempt", 0))
         for error in result.session.errors:
             metrics.RULE_ERRORS.labels(rule=error.rule).inc()
         for gauge in (metrics.QUEUE_FAIR_SHARE_CPU, metrics.QUEUE_FAIR_SHARE_MEMORY, metrics.QUEUE_FAIR_SHARE_GPU):
@@ -204,3 +205,16 @@ class Loop:
                         "gangsFailed": summary.gangs_failed, "evictionsFailed": summary.evictions_failed,
                         "abandoned": summary.abandoned, "milliseconds": round(ms, 1)}
                  | ({"errors": summary.errors[:20]} if summary.errors else {}))
+
+
+def _record_tally(ssn: Session, preempted: int) -> None:
+    """The reference's per-action counters of the eviction actions, and each plugin's open time."""
+    counters = {"considered": metrics.PODGROUPS_CONSIDERED, "simulated": metrics.SCENARIOS_SIMULATED,
+                "filtered": metrics.SCENARIOS_FILTERED}
+    for (what, action), n in sorted(ssn.tally.items()):
+        counters[what].inc(action, n)
+    # the reference counts a preemption attempt when preempt commits one (jobs scheduled by preempt)
+    if preempted:
+        metrics.PREEMPTION_ATTEMPTS.inc(amount=preempted)
+    for plugin, seconds in ssn.plugin_seconds.items():
+        metrics.PLUGIN_LATENCY.labels(plugin=plugin, OnSession="OnSessionOpen").set(seconds * 1000.0)

@@ -125,12 +125,14 @@ class JobSolver:
             try:
                 while current is not None:
                     self.stats.scenarios += 1
+                    ssn.tally["simulated", self.action] += 1
                     result = solve_scenario(self, current, feasible)
                     if result.solved:
                         return result
                     current = builder.next()
             finally:
                 self.stats.filtered += builder.filtered
+                ssn.tally["filtered", self.action] += builder.filtered
         return None
 
 

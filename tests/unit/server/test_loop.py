@@ -89,8 +89,8 @@ def loop(api: FakeApi, tmp_path: Path) -> Iterator[Loop]:
     yield _loop(api, bundle)
 
 
-def _loop(api: FakeApi, bundle: Bundle) -> Loop:
-    source = FakeSource(api, _doc())
+def _loop(api: FakeApi, bundle: Bundle, doc: dict[str, Any] | None = None) -> Loop:
+    source = FakeSource(api, doc or _doc())
     outbox = Outbox(api, window=300)
     committer = Committer(api, source, outbox, 3, "")
     return Loop(source, Reloader(bundle, "test rules", lambda *a: None), committer,
@@ -120,6 +120,26 @@ def test_a_cycle_writes_bind_requests_audit_records_and_counts(api: FakeApi, loo
     warnings = [e for e in api.events if e["reason"] == "PolicyWarning"]
     assert [(e["name"], e["type"]) for e in warnings] == [("b", "Warning")]
     assert "caution/big-jobs (warn) would deny" in warnings[0]["message"]
+    loop.committer.outbox.stop(1)
+
+
+def test_a_cycle_counts_jobs_tried_scenarios_simulated_and_preemptions_as_the_reference_does(
+        api: FakeApi) -> None:
+    doc = _doc() | {"actions": ["allocate", "preempt"], "nodes": [node("n0", gpus=2)]}
+    doc["jobs"] = [job("team/low", "q0", namespace="team", priority=10, preemptible=True,
+                       tasks=[{"name": "team/low-0", "state": "Running", "node": "n0"},
+                              {"name": "team/low-1", "state": "Running", "node": "n0"}]),
+                   job("team/high", "q0", namespace="team", priority=100, preemptible=True,
+                       tasks=[{"name": "team/high-0", "state": "Pending"}])]
+    loop = _loop(api, default_bundle(), doc)
+    tried, simulated = metrics.PODGROUPS_CONSIDERED.get("preempt"), metrics.SCENARIOS_SIMULATED.get("preempt")
+    attempts = metrics.PREEMPTION_ATTEMPTS.get()
+    loop.once()
+    assert metrics.PODGROUPS_CONSIDERED.get("preempt") == tried + 1
+    assert metrics.SCENARIOS_SIMULATED.get("preempt") > simulated
+    assert metrics.PREEMPTION_ATTEMPTS.get() == attempts + 1
+    assert any(verb == "evict" for verb, _, _ in api.calls) and metrics.PODGROUPS_SCHEDULED.get("preempt") >= 1
+    assert metrics.PLUGIN_LATENCY.labels(plugin="proportion", OnSession="OnSessionOpen")._value.get() > 0
     loop.committer.outbox.stop(1)
 
 
