@@ -135,20 +135,27 @@ def _pack_columns(resource: str) -> tuple[str, str]:
     return _PACKED[resource]
 
 
-def _binpack_scores(free: np.ndarray, allocatable: np.ndarray, counted: np.ndarray | None = None) -> np.ndarray:
+def _binpack_scores(free: np.ndarray, allocatable: np.ndarray,
+                    having: tuple[np.ndarray, np.ndarray | None] | None = None) -> np.ndarray:
     """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource
-    (`counted`, when the caller knows it)."""
-    if counted is None:
-        counted = allocatable != 0
-    if not counted.any():
+    (`having`, from `_having`, when the caller knows it)."""
+    counted, rows = having if having is not None else _having(allocatable)
+    if rows is not None and len(rows) == 0:
         return np.zeros(free.shape)
-    having = free[counted]
+    having = free if rows is None else free.take(rows)   # take: far cheaper than a boolean mask
     lo, hi = having.min(), having.max()
     if hi == 0:
         return np.zeros(free.shape)
     if lo == hi:
         return np.where(counted, 9.0, 0.0)
-    return np.where(counted, 9.0 * (1 - (free - lo) / (hi - lo)), 0.0)
+    # 9 x (1 - (free - lo) / (hi - lo)), in place: the same operations in the same order
+    out = free - lo
+    out /= hi - lo
+    np.subtract(1, out, out=out)
+    out *= 9.0
+    if rows is not None:
+        out[~counted] = 0.0
+    return out
 
 
 def _binpack(cluster: Session, node: Node, resource: str) -> float:
@@ -166,11 +173,18 @@ def _binpack(cluster: Session, node: Node, resource: str) -> float:
 
 def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.ndarray:
     free_col, alloc_col = _pack_columns(resource)
-    allocatable = np.asarray(getattr(node, alloc_col), dtype=float)
+    free = np.asarray(getattr(node, free_col), dtype=float)
+    if not node.every:
+        return _binpack_scores(free, np.asarray(getattr(node, alloc_col), dtype=float))
     # which nodes have the resource never changes: over all nodes it is worked out once
-    counted = (node.table.constant(("has", alloc_col), lambda: allocatable != 0) if node.every
-               else allocatable != 0)
-    return _binpack_scores(np.asarray(getattr(node, free_col), dtype=float), allocatable, counted)
+    having = node.table.constant(("has", alloc_col), lambda: _having(getattr(node, alloc_col)))
+    return _binpack_scores(free, getattr(node, alloc_col), having)
+
+
+def _having(allocatable: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Which nodes have the resource, and their positions (None when every node has it)."""
+    counted = np.asarray(allocatable, dtype=float) != 0
+    return counted, None if counted.all() else np.flatnonzero(counted)
 
 
 def _spread(free: Any, total: Any) -> Any:
