@@ -142,14 +142,14 @@ def _binpack_scores(free: np.ndarray, allocatable: np.ndarray,
     counted, rows = having if having is not None else _having(allocatable)
     if rows is not None and len(rows) == 0:
         return np.zeros(free.shape)
-    having = free if rows is None else free.take(rows)   # take: far cheaper than a boolean mask
-    lo, hi = having.min(), having.max()
+    values = free if rows is None else free.take(rows)   # take: far cheaper than a boolean mask
+    lo, hi = values.min(), values.max()
     if hi == 0:
         return np.zeros(free.shape)
     if lo == hi:
         return np.where(counted, 9.0, 0.0)
     # 9 x (1 - (free - lo) / (hi - lo)), in place: the same operations in the same order
-    out = free - lo
+    out: np.ndarray = free - lo
     out /= hi - lo
     np.subtract(1, out, out=out)
     out *= 9.0
