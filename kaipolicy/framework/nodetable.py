@@ -46,13 +46,11 @@ class NodeVector:
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        col = self.table.column(attr)
         if self.every:
             # the live column itself, read-only: the view is dropped before any node changes
-            arr = col.view()
-            arr.flags.writeable = False
+            arr = self.table.read_only(attr)
         else:
-            arr = col[self._idx]
+            arr = self.table.column(attr)[self._idx]
         setattr(self, attr, arr)
         return arr
 
@@ -82,6 +80,7 @@ class NodeTable:
             n.index = i
         self._columns: dict[str, np.ndarray] = {}
         self._changing: dict[str, np.ndarray] = {}    # the columns a task can change
+        self._read_only: dict[str, np.ndarray] = {}
         self._dirty: set[int] = set()
         # per node list asked for (by identity): its rows, whether it is every row in order, and
         # its view while no node changes; a few lists are kept (the solver alternates between them)
@@ -146,6 +145,15 @@ class NodeTable:
             if attr not in STATIC:
                 self._changing[attr] = col
         return col
+
+    def read_only(self, attr: str) -> np.ndarray:
+        """The live column as a read-only array (one per column: it sees every refresh)."""
+        col = self.column(attr)
+        view = self._read_only.get(attr)
+        if view is None:
+            view = self._read_only[attr] = col.view()
+            view.flags.writeable = False
+        return view
 
     def _refresh(self) -> None:
         if not self._dirty:
