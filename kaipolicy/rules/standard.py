@@ -15,7 +15,7 @@ from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import Task
-from kaipolicy.builtins import affinity, capacity, fragmentation, gpusharing, topology
+from kaipolicy.builtins import affinity, binpack, capacity, fragmentation, gpusharing, topology
 from kaipolicy.framework.fits import fits_mask, memory_of
 from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.session import GpuView, Session
@@ -135,29 +135,6 @@ def _pack_columns(resource: str) -> tuple[str, str]:
     return _PACKED[resource]
 
 
-def _binpack_scores(free: np.ndarray, allocatable: np.ndarray,
-                    having: tuple[np.ndarray, np.ndarray | None] | None = None) -> np.ndarray:
-    """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource
-    (`having`, from `_having`, when the caller knows it)."""
-    counted, rows = having if having is not None else _having(allocatable)
-    if rows is not None and len(rows) == 0:
-        return np.zeros(free.shape)
-    values = free if rows is None else free.take(rows)   # take: far cheaper than a boolean mask
-    lo, hi = values.min(), values.max()
-    if hi == 0:
-        return np.zeros(free.shape)
-    if lo == hi:
-        return np.where(counted, 9.0, 0.0)
-    # 9 x (1 - (free - lo) / (hi - lo)), in place: the same operations in the same order
-    out: np.ndarray = free - lo
-    out /= hi - lo
-    np.subtract(1, out, out=out)
-    out *= 9.0
-    if rows is not None:
-        out[~counted] = 0.0
-    return out
-
-
 def _binpack(cluster: Session, node: Node, resource: str) -> float:
     """Scalar form: the candidate node set is the one the session is scoring now."""
     free_col, alloc_col = _pack_columns(resource)
@@ -167,7 +144,7 @@ def _binpack(cluster: Session, node: Node, resource: str) -> float:
     if memo is None:
         free = np.array([getattr(n, free_col) for n in nodes], dtype=float)
         alloc = np.array([getattr(n, alloc_col) for n in nodes], dtype=float)
-        memo = cluster.scoring_memo[key] = dict(zip((id(n) for n in nodes), _binpack_scores(free, alloc)))
+        memo = cluster.scoring_memo[key] = dict(zip((id(n) for n in nodes), binpack.scores(free, alloc)))
     return float(memo[id(node)])
 
 
@@ -175,16 +152,10 @@ def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.nda
     free_col, alloc_col = _pack_columns(resource)
     free = np.asarray(getattr(node, free_col), dtype=float)
     if not node.every:
-        return _binpack_scores(free, np.asarray(getattr(node, alloc_col), dtype=float))
+        return binpack.scores(free, np.asarray(getattr(node, alloc_col), dtype=float))
     # which nodes have the resource never changes: over all nodes it is worked out once
-    having = node.table.constant(("has", alloc_col), lambda: _having(getattr(node, alloc_col)))
-    return _binpack_scores(free, getattr(node, alloc_col), having)
-
-
-def _having(allocatable: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """Which nodes have the resource, and their positions (None when every node has it)."""
-    counted = np.asarray(allocatable, dtype=float) != 0
-    return counted, None if counted.all() else np.flatnonzero(counted)
+    having = node.table.constant(("has", alloc_col), lambda: binpack.having(getattr(node, alloc_col)))
+    return binpack.scores(free, getattr(node, alloc_col), having)
 
 
 def _spread(free: Any, total: Any) -> Any:
