@@ -85,7 +85,7 @@ class NodeTable:
         # per node list asked for (by identity): its rows, whether it is every row in order, and
         # its view while no node changes; a few lists are kept (the solver alternates between them)
         self._lists: dict[int, tuple[Sequence[Node], np.ndarray, bool]] = {}
-        self._views: dict[int, NodeVector] = {}
+        self._views: dict[int, tuple[Sequence[Node], NodeVector]] = {}
         # rows marked, in order, since change number `_base`: what derived arrays catch up on
         self._changes: list[int] = []
         self._base = 0
@@ -168,9 +168,9 @@ class NodeTable:
         """The nodes as arrays; the same view again while no node has changed. A list is known
         by its identity: lists handed to the table must not change afterwards."""
         key = id(nodes)
-        view = self._views.get(key)
-        if view is not None:
-            return view
+        kept = self._views.get(key)
+        if kept is not None and kept[0] is nodes:
+            return kept[1]    # (an id alone is not enough: a list dropped from _lists may be gone and its id reused)
         known = self._lists.get(key)
         if known is None or known[0] is not nodes:
             idx = np.fromiter((n.index for n in nodes), dtype=np.intp, count=len(nodes))
@@ -179,7 +179,8 @@ class NodeTable:
                 self._lists.clear()
             known = self._lists[key] = (nodes, idx, every)
         self._refresh()
-        view = self._views[key] = NodeVector(self, known[1], known[2])
+        view = NodeVector(self, known[1], known[2])
+        self._views[key] = (nodes, view)
         return view
 
     def whole(self) -> NodeVector:

@@ -40,6 +40,21 @@ def test_a_subset_view_has_the_columns_of_its_nodes_in_its_order() -> None:
     assert [n.name for n in view.nodes] == ["n4", "n1"] and view.node(1).name == "n1"
 
 
+def test_a_new_list_that_reuses_a_dropped_lists_id_gets_its_own_view() -> None:
+    # found by the fuzz run (seed 442 under pytest-xdist): a view was looked up by the list's id
+    # alone, and once the table had dropped the list a new list could take its id and get its view
+    table = NodeTable(nodes())
+    first = [table.nodes[0], table.nodes[3], table.nodes[5]]
+    table.view(first)
+    for k in range(nodetable.KEPT_LISTS):      # the table forgets the lists it was asked about
+        table.view(table.nodes[k % 6:])
+    del first
+    for _ in range(20):     # CPython hands a freed list's memory (and id) to the next list made
+        made = [table.nodes[1]]
+        view = table.view(made)
+        assert len(view) == 1 and view.idle_cpu_millis.tolist() == [2000.0]
+
+
 @pytest.mark.parametrize(("changes", "log"), [(1, 4096), (3, 4096), (40, 4096), (7, 3), (40, 3)])
 def test_a_derived_array_matches_its_rows_after_changes(monkeypatch: pytest.MonkeyPatch, changes: int,
                                                          log: int) -> None:
