@@ -14,10 +14,12 @@ usage: python bench/large.py [--repeat 3] [--nodes 4000]
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import resource
 import statistics
 import time
+import tracemalloc
 from typing import Any
 
 from kaipolicy.cache.scenario_source import scenario_from_doc
@@ -85,6 +87,24 @@ def shape(nodes: int, pending: int) -> dict[str, Any]:
             "nodes": node_specs, "jobs": running_jobs(nodes) + pending_jobs(pending), "expect": {}}
 
 
+def footprint(nodes: int = 100) -> dict[str, int]:
+    """Bytes the model keeps per node and per running pod (its job's share included), traced
+    while building the snapshot of this shape without and with its pods."""
+    sizes = []
+    for with_pods in (False, True):
+        doc = shape(nodes, 0)
+        if not with_pods:
+            doc["jobs"] = []
+        scn = scenario_from_doc(doc, "<footprint>")
+        gc.collect()
+        tracemalloc.start()
+        cluster = scn.snapshot()
+        sizes.append(tracemalloc.get_traced_memory()[0])
+        tracemalloc.stop()
+    pods = sum(len(j.tasks) for j in cluster.jobs.values())
+    return {"perNode": round(sizes[0] / nodes), "perRunningPod": round((sizes[1] - sizes[0]) / pods)}
+
+
 def one_cycle(scn: Any, bundle: Any) -> dict[str, float | int]:
     t0 = time.perf_counter()
     with paused_gc():
@@ -122,6 +142,7 @@ def main() -> None:
                       "buildScenarioSeconds": round(load_seconds, 2), "median": median_ms,
                       "binds": runs[-1]["binds"], "pipelined": runs[-1]["pipelined"],
                       "evictions": runs[-1]["evictions"], "peakRssMiB": round(peak, 1),
+                      "footprintBytes": footprint(),
                       "targets": TARGETS, "withinTargets": e2e <= TARGETS["e2eSeconds"]
                       and peak <= TARGETS["peakRssMiB"]}, indent=1))
 

@@ -60,9 +60,10 @@ class JobsByQueue:
     def add(self, jobs: Iterable[Job], flt: JobFilter) -> JobsByQueue:
         queues = self.ssn.cluster.queues
         for job in sorted(jobs, key=lambda j: j.order):
-            if flt.ready and not job.ready():
-                continue
+            # the cheap test first: most jobs of a busy cluster have nothing pending
             if flt.pending and not job.has_pending:
+                continue
+            if flt.ready and not job.ready():
                 continue
             if flt.preemptible and not job.preemptible:
                 continue

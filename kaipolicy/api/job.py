@@ -145,11 +145,20 @@ class Job(CountsTasks):
         return any(ps.is_elastic() for ps in self.pod_sets.values())
 
     def is_stale(self) -> bool:
-        if any(t.status == Status.SUCCEEDED for t in self.tasks.values()):
-            return False
-        if self.active_used == 0:
-            return False
-        return not self.gang_satisfied()
+        """Some pod set is below its minimum while the job has active pods and none succeeded;
+        one pass over the pods (their pod sets partition them), as every cycle asks every job."""
+        active, short = 0, False
+        for ps in self.pod_sets.values():
+            used = 0
+            for t in ps.tasks.values():
+                status = t.status
+                if status == Status.SUCCEEDED:
+                    return False
+                if status in ACTIVE_USED:
+                    used += 1
+            active += used
+            short = short or used < ps.min_available
+        return active > 0 and short
 
     def should_pipeline(self) -> bool:
         """Some pod set has a pipelined task and too few allocated ones: pipeline it all."""

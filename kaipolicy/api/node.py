@@ -141,6 +141,14 @@ class Node:
         return self.allocatable.gpus
 
     @property
+    def nothing_releasing(self) -> bool:
+        """No resource of the node is on its way out: what fits on idle and what fits on idle or
+        releasing resources are then the same (for requests that are not empty)."""
+        r = self.releasing
+        return (r.cpu == 0 and r.memory == 0 and r.gpus == 0 and r.pods == 0 and not any(r.mig.values())
+                and not any(self.shared_releasing.values()))
+
+    @property
     def free_cpu_millis(self) -> float:
         return self.idle.cpu + self.releasing.cpu
 

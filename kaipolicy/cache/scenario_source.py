@@ -219,8 +219,13 @@ def _requirements(specs: list[dict[str, Any]] | None) -> tuple[Requirement, ...]
                  for r in specs or ())
 
 
+_NO_CONSTRAINTS: dict[str, Any] = {"node_selector": (), "affinity_terms": (), "tolerations": ()}
+
+
 def _node_constraints(spec: dict[str, Any]) -> dict[str, Any]:
     """Task fields from the optional nodeSelector, requiredNodeAffinity and tolerations keys."""
+    if not (spec.get("nodeSelector") or spec.get("requiredNodeAffinity") or spec.get("tolerations")):
+        return _NO_CONSTRAINTS    # most pods have none: the same empty tuples, read-only
     return {
         "node_selector": tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
         "affinity_terms": tuple(AffinityTerm(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
@@ -275,9 +280,12 @@ def _sub_groups(spec: dict[str, Any], n_tasks: int) -> tuple[SubGroupSet, dict[s
     return root, pod_sets
 
 
+_STATUS = {s.value: s for s in Status}
+
+
 def _task(job: dict[str, Any], index: int, spec: dict[str, Any], created: float, shared: Request) -> Task:
     name = spec.get("name") or f"{job['name']}-{index}"
-    state = Status(spec["state"])
+    state = _STATUS.get(spec["state"]) or Status(spec["state"])
     aff = spec.get("podAffinity")
     labels = {str(k): str(v) for k, v in (spec.get("labels") or {}).items()}
     if spec.get("priority") is not None:

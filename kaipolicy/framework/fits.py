@@ -24,7 +24,10 @@ def fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:
     known = view.fits.get((id(req), with_releasing))
     if known is not None and known[0] is req:
         return known[1]
-    if req.mig:
+    other = view.fits.get((id(req), not with_releasing))
+    if other is not None and other[0] is req and _same_either_way(view, req):
+        mask = other[1]
+    elif req.mig:
         mask = _fits_mask(view, task, with_releasing)
     else:
         table = view.table
@@ -35,6 +38,16 @@ def fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:
     mask.flags.writeable = False
     view.fits[id(req), with_releasing] = (req, mask)
     return mask
+
+
+def _same_either_way(view: NodeVector, req: Request) -> bool:
+    """Whether the request fits the view's nodes on idle resources exactly where it fits on idle
+    or releasing ones: nothing is releasing on them (and the request is not empty, which fits
+    idle resources anywhere; MIG requests are asked node by node)."""
+    if req.mig or (req.is_empty and req.kind != RequestType.GPU_MEMORY):
+        return False
+    quiet: np.ndarray = view.nothing_releasing
+    return bool(quiet.all())
 
 
 def _fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:

@@ -46,13 +46,11 @@ class NodeVector:
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        col = self.table.column(attr)
         if self.every:
             # the live column itself, read-only: the view is dropped before any node changes
-            arr = col.view()
-            arr.flags.writeable = False
+            arr = self.table.read_only(attr)
         else:
-            arr = col[self._idx]
+            arr = self.table.column(attr)[self._idx]
         setattr(self, attr, arr)
         return arr
 
@@ -82,11 +80,12 @@ class NodeTable:
             n.index = i
         self._columns: dict[str, np.ndarray] = {}
         self._changing: dict[str, np.ndarray] = {}    # the columns a task can change
+        self._read_only: dict[str, np.ndarray] = {}
         self._dirty: set[int] = set()
         # per node list asked for (by identity): its rows, whether it is every row in order, and
         # its view while no node changes; a few lists are kept (the solver alternates between them)
         self._lists: dict[int, tuple[Sequence[Node], np.ndarray, bool]] = {}
-        self._views: dict[int, NodeVector] = {}
+        self._views: dict[int, tuple[Sequence[Node], NodeVector]] = {}
         # rows marked, in order, since change number `_base`: what derived arrays catch up on
         self._changes: list[int] = []
         self._base = 0
@@ -147,6 +146,15 @@ class NodeTable:
                 self._changing[attr] = col
         return col
 
+    def read_only(self, attr: str) -> np.ndarray:
+        """The live column as a read-only array (one per column: it sees every refresh)."""
+        col = self.column(attr)
+        view = self._read_only.get(attr)
+        if view is None:
+            view = self._read_only[attr] = col.view()
+            view.flags.writeable = False
+        return view
+
     def _refresh(self) -> None:
         if not self._dirty:
             return
@@ -160,21 +168,19 @@ class NodeTable:
         """The nodes as arrays; the same view again while no node has changed. A list is known
         by its identity: lists handed to the table must not change afterwards."""
         key = id(nodes)
+        kept = self._views.get(key)
+        if kept is not None and kept[0] is nodes:
+            return kept[1]    # (an id alone is not enough: a list dropped from _lists may be gone and its id reused)
         known = self._lists.get(key)
-        if known is not None and known[0] is nodes:
-            view = self._views.get(key)
-            if view is not None:
-                return view
-        else:
+        if known is None or known[0] is not nodes:
             idx = np.fromiter((n.index for n in nodes), dtype=np.intp, count=len(nodes))
             every = len(idx) == len(self.nodes) and bool((idx == np.arange(len(idx))).all())
             if len(self._lists) >= KEPT_LISTS:
-                # a list let go may die and its id go to another list: its view goes with it
                 self._lists.clear()
-                self._views.clear()
             known = self._lists[key] = (nodes, idx, every)
         self._refresh()
-        view = self._views[key] = NodeVector(self, known[1], known[2])
+        view = NodeVector(self, known[1], known[2])
+        self._views[key] = (nodes, view)
         return view
 
     def whole(self) -> NodeVector:

@@ -15,7 +15,7 @@ from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import Task
-from kaipolicy.builtins import affinity, capacity, fragmentation, gpusharing, topology
+from kaipolicy.builtins import affinity, binpack, capacity, fragmentation, gpusharing, topology
 from kaipolicy.framework.fits import fits_mask, memory_of
 from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.session import GpuView, Session
@@ -135,22 +135,6 @@ def _pack_columns(resource: str) -> tuple[str, str]:
     return _PACKED[resource]
 
 
-def _binpack_scores(free: np.ndarray, allocatable: np.ndarray, counted: np.ndarray | None = None) -> np.ndarray:
-    """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource
-    (`counted`, when the caller knows it)."""
-    if counted is None:
-        counted = allocatable != 0
-    if not counted.any():
-        return np.zeros(free.shape)
-    having = free[counted]
-    lo, hi = having.min(), having.max()
-    if hi == 0:
-        return np.zeros(free.shape)
-    if lo == hi:
-        return np.where(counted, 9.0, 0.0)
-    return np.where(counted, 9.0 * (1 - (free - lo) / (hi - lo)), 0.0)
-
-
 def _binpack(cluster: Session, node: Node, resource: str) -> float:
     """Scalar form: the candidate node set is the one the session is scoring now."""
     free_col, alloc_col = _pack_columns(resource)
@@ -160,17 +144,18 @@ def _binpack(cluster: Session, node: Node, resource: str) -> float:
     if memo is None:
         free = np.array([getattr(n, free_col) for n in nodes], dtype=float)
         alloc = np.array([getattr(n, alloc_col) for n in nodes], dtype=float)
-        memo = cluster.scoring_memo[key] = dict(zip((id(n) for n in nodes), _binpack_scores(free, alloc)))
+        memo = cluster.scoring_memo[key] = dict(zip((id(n) for n in nodes), binpack.scores(free, alloc)))
     return float(memo[id(node)])
 
 
 def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.ndarray:
     free_col, alloc_col = _pack_columns(resource)
-    allocatable = np.asarray(getattr(node, alloc_col), dtype=float)
+    free = np.asarray(getattr(node, free_col), dtype=float)
+    if not node.every:
+        return binpack.scores(free, np.asarray(getattr(node, alloc_col), dtype=float))
     # which nodes have the resource never changes: over all nodes it is worked out once
-    counted = (node.table.constant(("has", alloc_col), lambda: allocatable != 0) if node.every
-               else allocatable != 0)
-    return _binpack_scores(np.asarray(getattr(node, free_col), dtype=float), allocatable, counted)
+    having = node.table.constant(("has", alloc_col), lambda: binpack.having(getattr(node, alloc_col)))
+    return binpack.scores(free, getattr(node, alloc_col), having)
 
 
 def _spread(free: Any, total: Any) -> Any:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaipolicy.builtins.fairshare import Shares
+import pytest
+
+from kaipolicy.api.queue import RESOURCES
+from kaipolicy.api.task import ALLOCATED, Status
+from kaipolicy.builtins.fairshare import QueueShare, Share, Shares, accepted_quantities, pending_quantities
+from kaipolicy.cache.scenario_source import scenario_from_doc
+from tests.fuzz.generate import scenario as generated
 from tests.unit.helpers import job, node, scenario
 
 
@@ -79,3 +85,28 @@ def test_capacity_counts_only_ready_nodes_and_not_what_other_schedulers_pods_hol
     s = Shares.build(scn.snapshot())
     assert s.total["gpu"] == 6
     assert gpu_fair(s, "a") == 6
+
+
+def _counted_pod_by_pod(cluster: Any) -> Shares:
+    """Shares.build's counting as written per pod, with `_add_up` (the reference's loop)."""
+    s = Shares(cluster)
+    for q in cluster.queues.values():
+        s.queues[q.uid] = QueueShare(q, {r: Share() for r in RESOURCES})
+    for j in cluster.jobs.values():
+        for t in j.tasks.values():
+            if t.status in ALLOCATED:
+                s._add_up(j, accepted_quantities(t), allocated=True)
+            elif t.status == Status.PENDING:
+                s._add_up(j, pending_quantities(t.request, cluster.min_node_gpu_memory), allocated=False)
+    return s
+
+
+@pytest.mark.parametrize("seed", [*range(0, 60, 5), 120, 241])
+def test_queues_count_the_same_requests_and_allocations_as_adding_pod_by_pod(seed: int) -> None:
+    cluster = scenario_from_doc(generated(seed), f"<seed {seed}>").snapshot()
+    built, expected = Shares.build(cluster), _counted_pod_by_pod(cluster)
+    fields = ("request", "allocated", "allocated_non_preemptible")
+    for uid, qs in expected.queues.items():
+        for r, sh in qs.shares.items():
+            got = built.queues[uid].shares[r]
+            assert [getattr(got, f) for f in fields] == [getattr(sh, f) for f in fields], (uid, r)

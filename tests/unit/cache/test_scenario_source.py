@@ -174,3 +174,28 @@ def test_a_task_keeps_its_node_selector_affinity_terms_and_tolerations() -> None
     assert [(r.key, r.operator, r.values) for r in task.affinity_terms[0].fields] == [("metadata.name", "NotIn", ("n9",))]
     assert [(t.key, t.operator, t.effect) for t in task.tolerations] == [("k", "Exists", "NoSchedule")]
     assert task.has_node_affinity
+
+
+@pytest.mark.parametrize("constraints", [
+    {},
+    {"nodeSelector": {}, "requiredNodeAffinity": [], "tolerations": []},
+    {"nodeSelector": {"zone": "a"}},
+    {"tolerations": [{"key": "gpu", "operator": "Exists"}]},
+    {"requiredNodeAffinity": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]},
+])
+def test_a_pod_without_node_constraints_gets_the_same_fields_as_one_that_names_them_empty(
+        constraints: dict[str, Any]) -> None:
+    task = scenario([node("n0")], [job("j", tasks=[{"state": "Pending", **constraints}])]).snapshot().jobs["j"].tasks["j-0"]
+    selector = tuple(sorted(constraints.get("nodeSelector", {}).items()))
+    assert task.node_selector == selector
+    assert len(task.tolerations) == len(constraints.get("tolerations", []))
+    assert len(task.affinity_terms) == len(constraints.get("requiredNodeAffinity", []))
+    assert isinstance(task.node_selector, tuple) and isinstance(task.tolerations, tuple)
+
+
+def test_every_pod_state_is_read_as_its_status() -> None:
+    states = [s.value for s in Status]
+    scn = scenario([node("n0", gpus=8)], [job("j", tasks=[{"state": s, "node": "n0"} if s not in ("Pending", "Gated")
+                                                          else {"state": s} for s in states], minAvailable=1)])
+    tasks = scn.snapshot().jobs["j"].tasks
+    assert [t.status for t in tasks.values()] == list(Status)

@@ -14,6 +14,7 @@ from kaipolicy.framework.config import Params, config_from
 from kaipolicy.framework.fits import fits_mask
 from kaipolicy.framework.session import Session
 from tests.fuzz.generate import scenario
+from tests.unit import helpers
 
 #: a spread of seeds, and ones whose chaotic nodes are overcommitted (idle GPUs below zero)
 SEEDS = [*range(0, 120, 3), 120, 210, 241]
@@ -65,3 +66,27 @@ def test_a_subset_of_nodes_gets_the_masks_of_those_nodes() -> None:
     for task in requests(ssn):
         assert fits_mask(ssn.table.view(nodes), task, True).tolist() == [n.fits_idle_or_releasing(task)
                                                                           for n in nodes]
+
+
+@pytest.mark.parametrize("seed", SEEDS[::3])
+@pytest.mark.parametrize("releasing_first", [True, False])
+def test_the_second_mask_of_a_request_is_exact_whichever_mask_is_asked_first(seed: int, releasing_first: bool) -> None:
+    # with nothing releasing on the view's nodes the second mask is the first one, taken as it is
+    ssn = session_for(seed)
+    nodes = ssn.node_list
+    for task in requests(ssn):
+        view = ssn.table.view(nodes)
+        for with_releasing in (releasing_first, not releasing_first):
+            one_by_one = [n.fits_idle_or_releasing(task) if with_releasing else n.fits_idle(task) for n in nodes]
+            assert fits_mask(view, task, with_releasing).tolist() == one_by_one, (task, with_releasing)
+
+
+@pytest.mark.parametrize("state", ["Running", "Releasing"])
+def test_a_node_with_a_releasing_pod_keeps_its_idle_and_its_releasing_masks_apart(state: str) -> None:
+    scn = helpers.scenario([helpers.node("n0", gpus=1)],
+                           [helpers.job("old", tasks=[{"state": state, "node": "n0"}]), helpers.job("new")])
+    ssn = open_session(scn.snapshot(), config_from(None, actions=["allocate"], params=Params()), load(None))
+    task = ssn.cluster.jobs["new"].tasks["new-0"]
+    view = ssn.table.view(ssn.node_list)
+    assert fits_mask(view, task, True).tolist() == [state == "Releasing"]
+    assert fits_mask(view, task, False).tolist() == [False]

@@ -32,30 +32,27 @@ def test_a_view_is_reused_until_a_node_changes_and_then_shows_the_change() -> No
     assert again is not view and again.idle_cpu_millis[2] == 5.0
 
 
-def test_a_list_the_table_let_go_never_lends_its_view_to_a_new_list_with_its_id() -> None:
-    # regression (fuzz seed 442): past KEPT_LISTS lists the table forgot the old lists but kept
-    # their views, so a new list that CPython gave a dead list's id got the dead list's rows
-    table = NodeTable(nodes())
-    reused = 0
-    for _ in range(50):
-        old = [table.nodes[0]]
-        table.view(old)
-        for i in range(nodetable.KEPT_LISTS):
-            table.view([table.nodes[i % 6]])
-        dead = id(old)
-        del old
-        new = [table.nodes[1], table.nodes[2]]
-        reused += id(new) == dead
-        assert [n.name for n in table.view(new).nodes] == ["n1", "n2"]
-    assert reused, "CPython never reused a list's id here: the test proves nothing"
-
-
 def test_a_subset_view_has_the_columns_of_its_nodes_in_its_order() -> None:
     table = NodeTable(nodes())
     subset = [table.nodes[4], table.nodes[1]]
     view = table.view(subset)
     assert not view.every and view.idle_cpu_millis.tolist() == [5000.0, 2000.0]
     assert [n.name for n in view.nodes] == ["n4", "n1"] and view.node(1).name == "n1"
+
+
+def test_a_new_list_that_reuses_a_dropped_lists_id_gets_its_own_view() -> None:
+    # found by the fuzz run (seed 442 under pytest-xdist): a view was looked up by the list's id
+    # alone, and once the table had dropped the list a new list could take its id and get its view
+    table = NodeTable(nodes())
+    first = [table.nodes[0], table.nodes[3], table.nodes[5]]
+    table.view(first)
+    for k in range(nodetable.KEPT_LISTS):      # the table forgets the lists it was asked about
+        table.view(table.nodes[k % 6:])
+    del first
+    for _ in range(20):     # CPython hands a freed list's memory (and id) to the next list made
+        made = [table.nodes[1]]
+        view = table.view(made)
+        assert len(view) == 1 and view.idle_cpu_millis.tolist() == [2000.0]
 
 
 @pytest.mark.parametrize(("changes", "log"), [(1, 4096), (3, 4096), (40, 4096), (7, 3), (40, 3)])

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kaipolicy.rules.standard import FUNCTIONS
+from kaipolicy.framework.nodetable import NodeVector
+from kaipolicy.rules.standard import FUNCTIONS, _binpack_vector
 from tests.unit.framework.test_fits import requests, session_for
 
 CLASSES = [(0.0, 1000.0), (0.2, 4000.0), (0.5, 500.0), (1.0, 8000.0), (2.0, 1000.0)]
@@ -29,3 +30,13 @@ def test_fragment_functions_over_a_subset_of_nodes_give_those_nodes() -> None:
     nodes = ssn.node_list[1::2]
     got = FUNCTIONS["gpu.fragments"].vector_impl(ssn.table.view(nodes), 0.5, 1000.0).tolist()
     assert got == [FUNCTIONS["gpu.fragments"].impl(n, 0.5, 1000.0) for n in nodes]
+
+
+@pytest.mark.parametrize("seed", [0, 8, 120])
+def test_binpack_over_the_whole_table_gives_what_a_view_of_the_same_rows_gives(seed: int) -> None:
+    ssn = session_for(seed)
+    nodes = ssn.node_list
+    every = ssn.table.view(nodes)
+    same_rows = NodeVector(ssn.table, every.index, every=False)    # scored without the table's constants
+    for resource in ("gpu", "cpu"):
+        assert _binpack_vector(ssn, every, resource).tobytes() == _binpack_vector(ssn, same_rows, resource).tobytes()

@@ -1,0 +1,35 @@
+"""The nodeplacement plugin's bin-packing score over arrays of nodes: fullest first, relative
+to the emptiest and fullest of the nodes that have the resource at all."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def scores(free: np.ndarray, allocatable: np.ndarray,
+           nodes: tuple[np.ndarray, np.ndarray | None] | None = None) -> np.ndarray:
+    """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource
+    (`nodes`, from `having`, when the caller knows it)."""
+    counted, rows = nodes if nodes is not None else having(allocatable)
+    if rows is not None and len(rows) == 0:
+        return np.zeros(free.shape)
+    values = free if rows is None else free.take(rows)   # take: far cheaper than a boolean mask
+    lo, hi = values.min(), values.max()
+    if hi == 0:
+        return np.zeros(free.shape)
+    if lo == hi:
+        return np.where(counted, 9.0, 0.0)
+    # 9 x (1 - (free - lo) / (hi - lo)), in place: the same operations in the same order
+    out: np.ndarray = free - lo
+    out /= hi - lo
+    np.subtract(1, out, out=out)
+    out *= 9.0
+    if rows is not None:
+        out[~counted] = 0.0
+    return out
+
+
+def having(allocatable: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Which nodes have the resource, and their positions (None when every node has it)."""
+    counted = np.asarray(allocatable, dtype=float) != 0
+    return counted, None if counted.all() else np.flatnonzero(counted)

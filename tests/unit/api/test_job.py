@@ -1,0 +1,38 @@
+"""Job summaries read in one pass give what their definitions say."""
+
+from __future__ import annotations
+
+import pytest
+
+from kaipolicy.api.job import Job
+from kaipolicy.api.task import Status
+from kaipolicy.cache.scenario_source import scenario_from_doc
+from tests.fuzz.generate import scenario as generated
+from tests.unit.helpers import job, node, scenario
+
+
+def stale_by_definition(j: Job) -> bool:
+    """No pod succeeded, some pod is active, and some pod set has fewer active pods than its minimum."""
+    if any(t.status == Status.SUCCEEDED for t in j.tasks.values()):
+        return False
+    return j.active_used > 0 and not j.gang_satisfied()
+
+
+@pytest.mark.parametrize("seed", [*range(0, 80, 4), 120, 241])
+def test_a_job_is_stale_exactly_as_defined_on_generated_clusters(seed: int) -> None:
+    cluster = scenario_from_doc(generated(seed), f"<seed {seed}>").snapshot()
+    assert [j.is_stale() for j in cluster.jobs.values()] == [stale_by_definition(j) for j in cluster.jobs.values()]
+
+
+@pytest.mark.parametrize(("states", "minimum", "stale"), [
+    (["Running", "Running"], 2, False),                  # the gang is whole
+    (["Running", "Pending"], 2, True),                   # one short, one active
+    (["Pending", "Pending"], 2, False),                  # nothing active
+    (["Running", "Succeeded"], 2, False),                # a pod succeeded
+    (["Releasing", "Pending"], 2, True),                 # a releasing pod is active
+    (["Running"], 1, False),
+])
+def test_a_job_is_stale_when_its_active_gang_is_short(states: list[str], minimum: int, stale: bool) -> None:
+    tasks = [{"state": s, "node": "n0"} if s not in ("Pending",) else {"state": s} for s in states]
+    cluster = scenario([node("n0")], [job("j", tasks=tasks, minAvailable=minimum)]).snapshot()
+    assert cluster.jobs["j"].is_stale() is stale
