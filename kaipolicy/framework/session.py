@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kaipolicy.api.job import Job, PodSet
+from kaipolicy.api.job import Job, PodSet, TakenVictims
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.snapshot import ClusterInfo
@@ -301,7 +301,7 @@ class Session:
     def queue_key(self, queue: Queue, job: Job | None, victims: Sequence[Job] = ()) -> tuple[Any, ...]:
         # pending orders judge a queue by its next job, victim orders by the victims already
         # taken from it plus its next one (job is then None)
-        env = self._env(queue=queue, job=job, victims=list(victims))
+        env = self._env(queue=queue, job=job, victims=victims if isinstance(victims, list) else list(victims))
         return (*self._key("queueOrder", env), queue.created, queue.uid)
 
     # ---- job-level gates -------------------------------------------------------------------------
@@ -541,6 +541,10 @@ class Session:
         vict = None
         if victims:
             vict = fairshare.vec()
+            if isinstance(victims, TakenVictims):
+                # the earlier victims' sum, kept by the order: the same additions in the same order
+                vict["cpu"], vict["memory"], vict["gpu"] = victims.taken
+                victims = victims[-1:]
             for v in victims:
                 res = v.allocated_resources()
                 vict["cpu"] += res.cpu
