@@ -269,7 +269,7 @@ class Session:
             if value is _ERROR:
                 key.append((LAST,))
             elif value is not None:
-                key.append(tuple(_ordered(v) for v in value))
+                key.append(tuple([_ordered(v) for v in value]))
         if self.coverage is not None and parts is not None:
             self.coverage.key([r.label for r in self.hooks[kind]], parts)
         if self.shadowing and self.shadow[kind]:
@@ -588,9 +588,15 @@ class _Last:
 LAST = _Last()
 
 
+_TYPE_RANK = {bool: 0, int: 1, float: 1, str: 2, bytes: 3}   # the plain types, looked up at once
+
+
 def _ordered(value: Any) -> tuple[int, Any]:
     """A key element that compares with any other: values of different CEL types (which a
     rule over `dyn` may give two items) order by type first instead of raising in a sort."""
+    rank = _TYPE_RANK.get(type(value))
+    if rank is not None:
+        return (rank, value)
     if isinstance(value, (bool, np.bool_)):
         return (0, bool(value))
     if isinstance(value, (int, float, np.integer, np.floating)):
