@@ -12,10 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaipolicy.actions.heap import GoHeap, SortedByKey
-from kaipolicy.api.job import Job
+from kaipolicy.api.job import Job, TakenVictims
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import ACTIVE_ALLOCATED
 from kaipolicy.framework.session import Session
+
+#: Judge a victim queue by a running sum of the victims taken from it (False: re-sum them all
+#: at every comparison, as the reference does; the tests compare both).
+SUM_TAKEN_VICTIMS = True
 
 
 @dataclass(eq=False)
@@ -54,6 +58,7 @@ class JobsByQueue:
         self.roots: GoHeap[_QueueNode] = GoHeap(self._node_less)
         self.nodes: dict[str, _QueueNode] = {}
         self.popped: dict[str, list[Job]] = {}
+        self.taken: dict[str, tuple[float, float, float]] = {}   # per leaf: popped's allocated, summed
         self._job_keys: dict[str, tuple[Any, ...]] = {}
 
     # ---- filling ------------------------------------------------------------------------------
@@ -166,9 +171,18 @@ class JobsByQueue:
             return None
         job: Job = leaf.children.pop()
         if self.victims:
-            self.popped.setdefault(leaf.queue.uid, []).append(job)
+            self._take(leaf.queue.uid, job)
         self._after_pop(leaf)
         return job
+
+    def _take(self, quid: str, job: Job) -> None:
+        """Remember a popped victim and add its allocated resources to its queue's sum. The sum
+        stays right while the order is used: every scenario tried between two pops is rolled
+        back, so a taken victim's pods hold the same resources at every later comparison."""
+        self.popped.setdefault(quid, []).append(job)
+        res = job.allocated_resources()
+        cpu, memory, gpus = self.taken.get(quid, (0.0, 0.0, 0.0))
+        self.taken[quid] = (cpu + res.cpu, memory + res.memory, gpus + res.gpus)
 
     def _to_leaf(self, heap: GoHeap[_QueueNode]) -> _QueueNode | None:
         while True:
@@ -226,7 +240,10 @@ class JobsByQueue:
                 leaf = leaf.children.peek()
             best: Job = leaf.children.peek()
             if self.victims:
-                victims = [*self.popped.get(leaf.queue.uid, []), best]
+                quid = leaf.queue.uid
+                victims = [*self.popped.get(quid, []), best]
+                if SUM_TAKEN_VICTIMS:
+                    victims = TakenVictims(victims, self.taken.get(quid, (0.0, 0.0, 0.0)))
                 node.key = self.ssn.queue_key(node.queue, None, victims)
             else:
                 node.key = self.ssn.queue_key(node.queue, best)

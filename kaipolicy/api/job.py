@@ -206,3 +206,16 @@ class Job(CountsTasks):
 
     def __repr__(self) -> str:
         return f"Job({self.name}, queue={self.queue})"
+
+
+class TakenVictims(list[Job]):
+    """The victims a queue is judged by in an eviction order: those already taken from it, then
+    its next one. `taken` is the allocated (CPU, memory, GPUs) of all but the last, summed in
+    order as the order took them, so judging a queue does not re-sum every earlier victim."""
+
+    __slots__ = ("taken",)
+
+    def __init__(self, jobs: list[Job], taken: tuple[float, float, float]) -> None:
+        super().__init__(jobs)
+        self.taken = taken
+

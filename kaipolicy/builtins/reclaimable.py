@@ -180,6 +180,8 @@ def scenario_reclaimable(cluster: Any, scenario: Any, multiplier: float) -> bool
     skip = bool(cluster.params.allow_consolidating_reclaim)
     by_queue: dict[str, list[Vec]] = {}
     for victim in scenario.victims:
+        if skip and all(t.status in ACTIVE_ALLOCATED for t in victim.tasks):
+            continue   # not evicted in this simulation, or placed back: it gives up nothing
         chunks = victim_chunks(victim.job, victim.tasks, skip)
         if chunks:
             by_queue.setdefault(victim.job.queue, []).extend(chunks)

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kaipolicy.api.job import Job, PodSet
+from kaipolicy.api.job import Job, PodSet, TakenVictims
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.snapshot import ClusterInfo
@@ -272,7 +272,7 @@ class Session:
             if value is _ERROR:
                 key.append((LAST,))
             elif value is not None:
-                key.append(tuple(_ordered(v) for v in value))
+                key.append(tuple([_ordered(v) for v in value]))
         if self.coverage is not None and parts is not None:
             self.coverage.key([r.label for r in self.hooks[kind]], parts)
         if self.shadowing and self.shadow[kind]:
@@ -304,7 +304,7 @@ class Session:
     def queue_key(self, queue: Queue, job: Job | None, victims: Sequence[Job] = ()) -> tuple[Any, ...]:
         # pending orders judge a queue by its next job, victim orders by the victims already
         # taken from it plus its next one (job is then None)
-        env = self._env(queue=queue, job=job, victims=list(victims))
+        env = self._env(queue=queue, job=job, victims=victims if isinstance(victims, list) else list(victims))
         return (*self._key("queueOrder", env), queue.created, queue.uid)
 
     # ---- job-level gates -------------------------------------------------------------------------
@@ -544,6 +544,10 @@ class Session:
         vict = None
         if victims:
             vict = fairshare.vec()
+            if isinstance(victims, TakenVictims):
+                # the earlier victims' sum, kept by the order: the same additions in the same order
+                vict["cpu"], vict["memory"], vict["gpu"] = victims.taken
+                victims = victims[-1:]
             for v in victims:
                 res = v.allocated_resources()
                 vict["cpu"] += res.cpu
@@ -587,9 +591,15 @@ class _Last:
 LAST = _Last()
 
 
+_TYPE_RANK = {bool: 0, int: 1, float: 1, str: 2, bytes: 3}   # the plain types, looked up at once
+
+
 def _ordered(value: Any) -> tuple[int, Any]:
     """A key element that compares with any other: values of different CEL types (which a
     rule over `dyn` may give two items) order by type first instead of raising in a sort."""
+    rank = _TYPE_RANK.get(type(value))
+    if rank is not None:
+        return (rank, value)
     if isinstance(value, (bool, np.bool_)):
         return (0, bool(value))
     if isinstance(value, (int, float, np.integer, np.floating)):

@@ -57,12 +57,32 @@ def greedy_match(required: Sequence[float], holders: Sequence[K], capacity: Call
     return True
 
 
-def _new_victims(tasks: Iterable[Task], seen: set[str]) -> Iterable[Task]:
-    for t in tasks:
-        if not t.node or t.uid in seen:
-            continue
-        seen.add(t.uid)
-        yield t
+class NewVictims:
+    """The scenario's victim pods on a node not counted yet, recorded ones first, each list in
+    its order. Both lists only grow, so a call looks at the pods added since the last one (and
+    at those that had no node then): the filters cost the same per scenario however many
+    victims came before."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self._read = {"recorded": 0, "potential": 0}
+        self._nodeless: dict[str, list[Task]] = {"recorded": [], "potential": []}
+
+    def of(self, scenario: Scenario) -> list[Task]:
+        return [*self._new("recorded", scenario.recorded_tasks), *self._new("potential", scenario.potential_tasks)]
+
+    def _new(self, which: str, tasks: list[Task]) -> list[Task]:
+        start = self._read[which]
+        self._read[which] = len(tasks)
+        again, self._nodeless[which] = self._nodeless[which], []
+        out: list[Task] = []
+        for t in [*again, *tasks[start:]]:
+            if not t.node:
+                self._nodeless[which].append(t)
+            elif t.uid not in self.seen:
+                self.seen.add(t.uid)
+                out.append(t)
+        return out
 
 
 class IdleGpus:
@@ -79,7 +99,7 @@ class IdleGpus:
         for name in sorted(self.capacity, key=lambda n: -self.capacity[n])[: self.k]:
             self.top.append(name)
             self._keys.append(-self.capacity[name])
-        self.seen: set[str] = set()
+        self.new_victims = NewVictims()
 
     def _raise(self, node: str, amount: float) -> None:
         if node not in self.capacity:
@@ -99,9 +119,7 @@ class IdleGpus:
             self._keys.pop()
 
     def accepts(self, scenario: Scenario) -> bool:
-        for t in _new_victims(scenario.recorded_tasks, self.seen):
-            self._raise(t.node, _freed_gpus(t))
-        for t in _new_victims(scenario.potential_tasks, self.seen):
+        for t in self.new_victims.of(scenario):
             self._raise(t.node, _freed_gpus(t))
         return greedy_match(self.required, self.top, self.capacity.__getitem__)
 
@@ -125,7 +143,7 @@ class TopologyIdleGpus:
                 d = (topo, level, value)
                 self.capacity[d] = self.capacity.get(d, 0.0) + free
                 self.domains_of.setdefault(n.name, []).append(d)
-        self.seen: set[str] = set()
+        self.new_victims = NewVictims()
 
     @staticmethod
     def build(scenario: Scenario, nodes: Iterable[Node]) -> TopologyIdleGpus | None:
@@ -133,8 +151,7 @@ class TopologyIdleGpus:
         return TopologyIdleGpus(groups, nodes) if groups else None
 
     def accepts(self, scenario: Scenario) -> bool:
-        for t in [*_new_victims(scenario.recorded_tasks, self.seen),
-                  *_new_victims(scenario.potential_tasks, self.seen)]:
+        for t in self.new_victims.of(scenario):
             for d in self.domains_of.get(t.node, ()):
                 self.capacity[d] += _freed_gpus(t)
         needs: dict[tuple[str, str], list[float]] = {}

@@ -34,6 +34,10 @@ from kaipolicy.framework.tasks import init_request_quantities, tasks_to_allocate
 
 Validator = Callable[[Job, Scenario], Outcome]
 
+#: A simulation stops once the preemptor and every victim job have had their turn (False: pop
+#: the rest of the pending jobs too, as the reference does; the tests compare both).
+STOP_AFTER_LAST_TURN = True
+
 
 @dataclass
 class Solution:
@@ -224,10 +228,14 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
     order.add([*(j for j in changed if j.has_pending), *jobs.values()], JobFilter())
     placed = False
     hopeless: set[Request] = set()
-    while not order.empty():
+    # Once the preemptor and every victim job have had their turn, the jobs left only take part
+    # in the ordering: popping them would change nothing.
+    unplaced = set(jobs)
+    while (unplaced or not STOP_AFTER_LAST_TURN) and not order.empty():
         job = order.pop()
         if job is None:
             break
+        unplaced.discard(job.uid)
         if job.uid == preemptor.uid:
             if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
                 return False

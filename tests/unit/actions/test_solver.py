@@ -88,3 +88,21 @@ def test_the_greedy_match_places_the_largest_need_first_on_the_roomiest_holder()
     assert greedy_match([4, 4, 4], ["a", "b", "c"], cap.__getitem__)
     assert not greedy_match([8, 8], ["a", "b", "c"], cap.__getitem__)
     assert greedy_match([0, 0], ["c"], cap.__getitem__)
+
+
+def test_the_filters_count_each_victim_pod_once_recorded_first_and_a_pod_without_a_node_once_it_has_one() -> None:
+    from kaipolicy.actions.solver import Scenario
+    from kaipolicy.actions.solver.filters import NewVictims
+
+    ssn = _session([job(f"v{i}", "q0", [{"state": "Running", "node": "n0"}]) for i in range(4)], [node("n0")])
+    v0, v1, v2, v3 = (next(iter(j.tasks.values())) for j in sorted(ssn.cluster.jobs.values(), key=lambda j: j.name))
+    new = NewVictims()
+    scenario_ = Scenario("reclaim", ssn.cluster.jobs, ssn.cluster.jobs[v0.job], {}, [])
+    scenario_.recorded_tasks, scenario_.potential_tasks = [v0], [v1]
+    assert new.of(scenario_) == [v0, v1]
+    v3.node = ""
+    scenario_.potential_tasks += [v1, v3, v2]
+    assert new.of(scenario_) == [v2]
+    v3.node = "n0"
+    assert new.of(scenario_) == [v3]
+    assert new.of(scenario_) == []

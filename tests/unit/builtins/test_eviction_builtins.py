@@ -65,3 +65,14 @@ def test_a_reclaimee_above_its_fair_share_may_lose_resources_but_not_below_it() 
     assert reclaimable.reclaimable(queues, reclaimer, True, one, {"a": [one, one, one]}, 1.0)  # deserved guarantee
     queues["b"].shares["gpu"].allocated = 4   # reclaimer already at its deserved quota
     assert not reclaimable.reclaimable(queues, reclaimer, True, one, {"a": [one, one, one]}, 1.0)
+
+
+def test_a_victim_whose_pods_are_all_still_allocated_gives_up_nothing_when_re_placed_pods_are_skipped() -> None:
+    # scenario_reclaimable passes such victims by without building their chunks
+    from tests.unit.helpers import job, node, scenario
+
+    spec = job("v", "q0", [{"state": "Running", "node": "n0"}, {"state": "Running", "node": "n0"}], minAvailable=1)
+    victim = next(iter(scenario([node("n0")], [spec]).snapshot().jobs.values()))
+    tasks = list(victim.tasks.values())
+    assert reclaimable.victim_chunks(victim, tasks, skip_reallocated=True) == []
+    assert len(reclaimable.victim_chunks(victim, tasks, skip_reallocated=False)) == 2

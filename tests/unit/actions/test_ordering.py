@@ -1,0 +1,44 @@
+"""Jobs by queue: the eviction order judges a queue by the victims already taken from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from kaipolicy.actions import ordering
+from kaipolicy.actions.ordering import JobFilter, JobsByQueue
+from kaipolicy.cycle import open_session
+from kaipolicy.framework.config import SchedulerConfig
+from tests.scenarios.shared import default_bundle
+from tests.unit.helpers import job, node, scenario
+
+
+def _victim_order(sum_taken: bool, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.setattr(ordering, "SUM_TAKEN_VICTIMS", sum_taken)
+    queues = [{"name": "qa", "deserved": {"gpu": 2}, "creationOrder": 0},
+              {"name": "qb", "deserved": {"gpu": 2}, "creationOrder": 1}]
+    running = [{"state": "Running", "node": "n0"}]
+    jobs = [*(job(f"a{i}", "qa", running, createdMinutesAgo=10 + i) for i in range(5)),
+            *(job(f"b{i}", "qb", [{"state": "Running", "node": "n1"}], createdMinutesAgo=10 + i,
+                  perTask={"gpus": 2, "cpuMillis": 1000, "memoryBytes": 10**9}) for i in range(2))]
+    ssn = open_session(scenario([node("n0", gpus=8), node("n1", gpus=8)], jobs, queues).snapshot(),
+                       SchedulerConfig(), default_bundle())
+    order = JobsByQueue(ssn, victims=True).add(ssn.cluster.jobs.values(), JobFilter(preemptible=True))
+    popped = []
+    while not order.empty():
+        victim = order.pop()
+        assert victim is not None
+        popped.append(victim.name)
+    return popped
+
+
+def test_victims_are_taken_from_the_queue_left_most_over_its_share_counting_those_already_taken(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # qa holds 5 GPUs in one-GPU jobs, qb 4 in two-GPU jobs, both deserve 2; newest job first.
+    # qa gives up two jobs before qb's turn comes; judged without the victims already taken,
+    # qa would give up all five first.
+    assert _victim_order(True, monkeypatch) == ["a0", "a1", "b0", "a2", "a3", "a4", "b1"]
+
+
+def test_the_running_sum_of_taken_victims_orders_as_summing_them_again_each_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _victim_order(True, monkeypatch) == _victim_order(False, monkeypatch)
