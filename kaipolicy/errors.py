@@ -10,6 +10,7 @@
     │   ├── ObjectError                         a cluster object: kind/namespace/name + what is wrong
     │   └── ConfigError                         scheduler configuration (tiers, arguments)
     ├── StatementError             (RuntimeError) an operation the session state forbids
+    ├── TimeLimitExceeded          (RuntimeError) a run went past the time limit set around it
     ├── ClusterError               (RuntimeError) the cluster API failed (wraps the cause)
     │   └── WatchExpired                          a watch's resourceVersion is gone (410): list again
     └── BindError                  (RuntimeError) a BindRequest could not be carried out (this attempt)
@@ -94,6 +95,11 @@ class ConfigError(InputError):
 
 class StatementError(KaipolicyError, RuntimeError):
     """A statement operation does not fit the session state (a bug or a race)."""
+
+
+class TimeLimitExceeded(KaipolicyError, RuntimeError):
+    """A run of the engine went past the wall-clock limit its caller set (kaipolicy/timelimit.py);
+    the message says where it stopped."""
 
 
 class ClusterError(KaipolicyError, RuntimeError):

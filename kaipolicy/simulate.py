@@ -16,7 +16,7 @@ from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.api.task import Status
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
 from kaipolicy.cycle import CycleResult, paused_gc, run_cycle
-from kaipolicy.errors import ConfigError, RuleError
+from kaipolicy.errors import ConfigError, RuleError, TimeLimitExceeded
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
 from kaipolicy.framework.coverage import Coverage
@@ -70,6 +70,8 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
             result = run_cycle(cluster, config, bundle, audit, vectorize, coverage)
         except (ConfigError, RuleError) as e:
             raise scenario.error("config", str(e)) from e
+        except TimeLimitExceeded as e:
+            raise TimeLimitExceeded(f"{scenario.file}: cycle {i + 1}: {e}") from None
         ssn = result.session
         evictions.extend((i + 1, e) for e in ssn.evictions)
         rule_errors.extend((i + 1, e) for e in ssn.errors)

@@ -6,6 +6,7 @@ for the first time gets its start time; an elastic job with more to place goes b
 
 from __future__ import annotations
 
+from kaipolicy import timelimit
 from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.framework.closing import job_failure
@@ -20,6 +21,7 @@ def allocate(ssn: Session) -> None:
         job = order.pop()
         if job is None:
             break
+        timelimit.check("in allocate")
         stmt = ssn.statement()
         already_started = job.num_allocated > 0
         if allocate_job(ssn, stmt, nodes, job, pipeline_only=False):

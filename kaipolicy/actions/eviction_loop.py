@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kaipolicy import timelimit
 from kaipolicy.actions.ordering import JobsByQueue
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.api.job import Job
@@ -35,6 +36,7 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
                               outcome="skipped", reason="a job with the same requirements already failed "
                                                         f"in {action} this cycle")
             continue
+        timelimit.check(f"in {action}")
         ssn.tally["considered", action] += 1
         solved, stmt, victims = attempt(job)
         if solved and stmt is not None:

@@ -7,9 +7,11 @@ import json
 from typing import Any
 
 from kaipolicy.cli import bundle as bundles
+from kaipolicy.cli.simulate import add_time_limit
 from kaipolicy.errors import InputError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.simulate import simulate_file
+from kaipolicy.timelimit import time_limit
 from kaipolicy.workflow.explain import explain, explain_run
 from kaipolicy.workflow.records import load_records
 
@@ -22,6 +24,7 @@ def register(sub: Any) -> None:
     p.add_argument("--policies", action="append", metavar="DIR",
                    help="rule files or folders for SCENARIO (default: the bundled policies)")
     p.add_argument("--output", choices=("text", "json"), default="text")
+    add_time_limit(p)
     p.set_defaults(run=run)
 
 
@@ -32,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
         answer = explain(load_records(args.audit), args.name)
     else:
         audit = Audit(enabled=True)
-        result = simulate_file(args.scenario, bundles.load(args.policies), audit=audit)
+        with time_limit(args.time_limit):
+            result = simulate_file(args.scenario, bundles.load(args.policies), audit=audit)
         answer = explain_run(audit.records, result.report(), args.name)
     print(json.dumps(answer.to_dict(), indent=1) if args.output == "json" else answer.render())
     return 0

@@ -12,8 +12,11 @@ from kaipolicy.cli.text import internal_error, printable, printable_lines
 from kaipolicy.errors import InputError, KaipolicyError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.simulate import simulate_file
+from kaipolicy.timelimit import time_limit
 
 MAX_ERRORS_SHOWN = 20
+#: seconds one scenario may run (--time-limit): a file from a pull request cannot hold CI up
+DEFAULT_TIME_LIMIT = 30.0
 
 
 def register(sub: Any) -> None:
@@ -23,7 +26,24 @@ def register(sub: Any) -> None:
     p.add_argument("--policies", action="append", metavar="DIR",
                    help="rule files or folders (default: the bundled policies)")
     p.add_argument("--audit", metavar="FILE", help="append the audit log (JSON lines) here")
+    add_time_limit(p)
     p.set_defaults(run=run)
+
+
+def add_time_limit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--time-limit", type=_seconds, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                   help=f"stop a scenario that runs longer, with an error (default {DEFAULT_TIME_LIMIT:g}; "
+                        "0: no limit)")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 (no limit) or a positive number of seconds")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         for path in args.files:
             try:
-                res = simulate_file(path, bundle, audit=Audit(enabled=audit is not None))
+                with time_limit(args.time_limit):
+                    res = simulate_file(path, bundle, audit=Audit(enabled=audit is not None))
             except Exception as e:  # one file's failure never stops the others
                 failed += 1
                 if len(args.files) == 1 and args.output != "jsonl":

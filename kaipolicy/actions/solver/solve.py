@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaipolicy import timelimit
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
@@ -62,6 +63,7 @@ class JobSolver:
                  validator: Validator | None, rules: str, start_shares: Any = None) -> None:
         self.ssn = ssn
         self.action = action
+        self.where = f"in {action}"     # what a time limit reached in the middle says
         self.feasible = list(feasible)
         self._victims_fn = victims
         self._victims: VictimSource | None = None
@@ -73,6 +75,7 @@ class JobSolver:
         self._pending_order: SortedJobs | None = None
 
     def solve(self, job: Job) -> tuple[bool, Statement | None, list[Task]]:
+        self.where = f"in {self.action}, trying victims for job {job.name}"
         before = job.active_used
         to_allocate = tasks_to_allocate(self.ssn, job, False)
         statement: Statement | None = None
@@ -128,6 +131,7 @@ class JobSolver:
             current = builder.first()
             try:
                 while current is not None:
+                    timelimit.check(self.where)
                     self.stats.scenarios += 1
                     ssn.tally["simulated", self.action] += 1
                     result = solve_scenario(self, current, feasible)

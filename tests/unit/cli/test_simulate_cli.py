@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from kaipolicy.actions import eviction_loop
 from kaipolicy.cli.main import main
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "small-cluster.yaml"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLE = EXAMPLES / "small-cluster.yaml"
 
 
 def test_text_output_says_where_pods_went_and_why_others_wait(capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,3 +154,28 @@ def test_warnings_are_in_the_json_report_and_on_top_of_the_text(
     assert len(warning) == 1 and warning[0].startswith("jobs[detector-sweep].minAvailable (line ")
     main(["simulate", str(path)])
     assert capsys.readouterr().out.splitlines()[1] == f"  warning: {warning[0]}"
+
+
+@pytest.mark.parametrize(("actions", "where", "between_jobs"), [
+    ("[allocate]", "in allocate", True),
+    ("[reclaim]", "in reclaim", True),
+    ("[reclaim]", "in reclaim, trying victims for job", False),    # inside one job's victim search
+])
+def test_a_scenario_past_its_time_limit_is_an_error_saying_where(
+        actions: str, where: str, between_jobs: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if not between_jobs:
+        monkeypatch.setattr(eviction_loop, "timelimit", SimpleNamespace(check=lambda where: None))
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(re.sub(r"(?m)^actions: .*$", f"actions: {actions}", (EXAMPLES / "reclaim.yaml").read_text()))
+    assert main(["simulate", "--output", "jsonl", "--time-limit", "1e-9", str(slow)]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error.startswith(f"{slow}: cycle 1: ran past its time limit of 1e-09 s and was stopped {where}")
+    assert main(["simulate", "--output", "jsonl", "--time-limit", "0", str(slow)]) == 0
+
+
+def test_the_time_limit_must_be_a_number_of_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("-1", "inf", "nan", "soon"):
+        with pytest.raises(SystemExit):
+            main(["simulate", "--time-limit", bad, str(EXAMPLE)])
+        assert "--time-limit" in capsys.readouterr().err
