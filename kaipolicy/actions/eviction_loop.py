@@ -21,6 +21,7 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
                    attempt: Attempt, admit: Callable[[Job], bool] | None = None) -> None:
     """`admit` (when given) is asked before the signature shortcut, as the reference does for
     reclaim's canReclaim."""
+    where = f"in {action}"     # what a time limit reached between two jobs says
     while not order.empty():
         job = order.pop()
         if job is None:
@@ -36,7 +37,7 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
                               outcome="skipped", reason="a job with the same requirements already failed "
                                                         f"in {action} this cycle")
             continue
-        timelimit.check(f"in {action}")
+        timelimit.check(where)
         ssn.tally["considered", action] += 1
         solved, stmt, victims = attempt(job)
         if solved and stmt is not None:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from kaipolicy.cli import bundle as bundles
-from kaipolicy.cli.simulate import add_time_limit
+from kaipolicy.cli import flags
 from kaipolicy.errors import InputError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.simulate import simulate_file
@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
     p.add_argument("--policies", action="append", metavar="DIR",
                    help="rule files or folders for SCENARIO (default: the bundled policies)")
     p.add_argument("--output", choices=("text", "json"), default="text")
-    add_time_limit(p)
+    flags.time_limit_argument(p)
     p.set_defaults(run=run)
 
 

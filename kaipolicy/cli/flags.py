@@ -1,18 +1,20 @@
 """Flags that several commands share, and their value types: the cluster (`--kubeconfig`,
 `--context`, `--scheduler-name`), what both processes take (`--metrics-address`, `--log-format`,
-leader election), and durations written as the reference writes them ("1s", "500ms") or as plain
-seconds ("0.5")."""
+leader election), the time limit of the commands that run a scenario, and durations written
+as the reference writes them ("1s", "500ms") or as plain seconds ("0.5")."""
 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 from kaipolicy.cache.convert import go_duration
 
 
 def seconds(text: str) -> float:
-    """A duration: plain seconds ("1.5") or a Go duration ("1s", "200ms", "1m30s"); never negative."""
+    """A duration: plain seconds ("1.5") or a Go duration ("1s", "200ms", "1m30s"); never negative,
+    never infinite or NaN."""
     try:
         value = float(text)
     except ValueError:
@@ -20,9 +22,23 @@ def seconds(text: str) -> float:
             value = go_duration(text.strip())
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a duration (seconds, or e.g. 500ms, 1s, 2m)") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite duration")
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is negative")
     return value
+
+
+#: seconds one scenario may run (--time-limit): a file from a pull request cannot hold CI up, and a
+#: command on one file ends within 30 s, start-up and loading the rules included
+DEFAULT_TIME_LIMIT = 25.0
+
+
+def time_limit_argument(p: argparse.ArgumentParser) -> None:
+    """`--time-limit` of the commands that run a scenario (simulate, explain)."""
+    p.add_argument("--time-limit", type=seconds, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                   help=f"stop a scenario that runs longer, with an error (default {DEFAULT_TIME_LIMIT:g}; "
+                        "0: no limit)")
 
 
 def positive(kind: Callable[[str], float]) -> Callable[[str], float]:

@@ -8,6 +8,7 @@ import sys
 from typing import IO, Any
 
 from kaipolicy.cli import bundle as bundles
+from kaipolicy.cli import flags
 from kaipolicy.cli.text import internal_error, printable, printable_lines
 from kaipolicy.errors import InputError, KaipolicyError
 from kaipolicy.framework.audit import Audit
@@ -15,9 +16,6 @@ from kaipolicy.simulate import simulate_file
 from kaipolicy.timelimit import time_limit
 
 MAX_ERRORS_SHOWN = 20
-#: seconds one scenario may run (--time-limit): a file from a pull request cannot hold CI up, and a
-#: command on one file ends within 30 s, start-up and loading the rules included
-DEFAULT_TIME_LIMIT = 25.0
 
 
 def register(sub: Any) -> None:
@@ -27,24 +25,8 @@ def register(sub: Any) -> None:
     p.add_argument("--policies", action="append", metavar="DIR",
                    help="rule files or folders (default: the bundled policies)")
     p.add_argument("--audit", metavar="FILE", help="append the audit log (JSON lines) here")
-    add_time_limit(p)
+    flags.time_limit_argument(p)
     p.set_defaults(run=run)
-
-
-def add_time_limit(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--time-limit", type=_seconds, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
-                   help=f"stop a scenario that runs longer, with an error (default {DEFAULT_TIME_LIMIT:g}; "
-                        "0: no limit)")
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: give 0 (no limit) or a positive number of seconds")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

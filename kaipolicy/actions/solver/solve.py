@@ -51,13 +51,6 @@ class Solution:
 FAILED = Solution(False)
 
 
-@dataclass
-class SolverStats:
-    scenarios: int = 0
-    filtered: int = 0
-    simulations: int = 0
-
-
 class JobSolver:
     def __init__(self, ssn: Session, action: str, feasible: Sequence[Node], victims: Callable[[], list[Job]],
                  validator: Validator | None, rules: str, start_shares: Any = None) -> None:
@@ -70,7 +63,6 @@ class JobSolver:
         self.validator = validator
         self.rules = rules
         self.start_shares = start_shares
-        self.stats = SolverStats()
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending_order: SortedJobs | None = None
 
@@ -132,14 +124,12 @@ class JobSolver:
             try:
                 while current is not None:
                     timelimit.check(self.where)
-                    self.stats.scenarios += 1
                     ssn.tally["simulated", self.action] += 1
                     result = solve_scenario(self, current, feasible)
                     if result.solved:
                         return result
                     current = builder.next()
             finally:
-                self.stats.filtered += builder.filtered
                 ssn.tally["filtered", self.action] += builder.filtered
         return None
 
@@ -195,7 +185,6 @@ def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, No
 def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: dict[str, Node],
               victim_tasks: list[Task]) -> Solution | None:
     """None when the partial job does not fit; otherwise the (validated or refused) solution."""
-    solver.stats.simulations += 1
     nodes = list(feasible.values())
     if _preemptor_cannot_fit(solver.ssn, scenario.preemptor, nodes, victim_tasks):
         return None
