@@ -132,7 +132,7 @@ def _queues(views: Iterable[QueueView], scope: Scope, problems: list[ObjectError
     return specs, {v.meta.name for v in ordered if v.meta.name not in parents}
 
 
-def _bind_requests(views: Iterable[BindRequestView], nodes: dict[str, Any]) -> dict[tuple[str, str], BindRequestView]:
+def _bind_requests(views: Iterable[BindRequestView], nodes: Collection[str]) -> dict[tuple[str, str], BindRequestView]:
     """The live BindRequest of each pod: not failed for good, on a node of this snapshot (the
     newest when there are several)."""
     out: dict[tuple[str, str], BindRequestView] = {}
