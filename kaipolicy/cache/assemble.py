@@ -221,6 +221,10 @@ class JobBuilder:
         queue = p.queue or DEFAULT_QUEUE
         if not self._queue_ok(p.meta, queue, piece):
             return piece
+        sub = p.task.get("subGroup")
+        if sub:   # its job has no sub-groups: the reference leaves such a task out of its job
+            piece.problems.append(p.meta.problem(f"sub-group {sub!r} does not exist: the pod names no pod group"))
+            return piece
         cls = p.priority_class if p.priority_class in self.priorities else TRAIN_CLASS
         priority = self.priorities.get(cls, self.default_priority)
         if piece.name in taken:

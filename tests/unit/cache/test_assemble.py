@@ -181,6 +181,16 @@ def test_a_pod_naming_a_sub_group_its_group_lacks_is_left_out_with_a_problem() -
     assert [str(p) for p in out.problems] == ["Pod/ns/x: sub-group 'typo' is not a leaf sub-group of pod group g"]
 
 
+def test_a_bare_pod_naming_a_sub_group_is_left_out_with_a_problem_instead_of_failing_the_snapshot() -> None:
+    # regression: the job of a bare pod has no sub-groups, and building it failed with a KeyError
+    out = run(queue("q"), node("n"), pod("w", node="n", phase="Running", labels={"kai.scheduler/subgroup-name": "workers"}),
+              pod("ok"))
+    assert sorted(jobs(out)) == ["ns/ok"]
+    assert [str(p) for p in out.problems] == ["Pod/ns/w: sub-group 'workers' does not exist: the pod names no pod group"]
+    assert out.doc["nodes"][0]["otherPods"]["count"] == 1    # still holds its node
+    scenario_from_doc(out.doc, "<test>").snapshot()
+
+
 def test_an_empty_partition_serves_the_objects_without_the_label_and_a_named_one_its_own() -> None:
     objects = (queue("free"), queue("pooled", labels={POOL: "a"}), queue("blank", labels={POOL: ""}),
                node("free"), node("pooled", labels={POOL: "a"}))
