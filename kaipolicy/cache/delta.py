@@ -160,8 +160,12 @@ class DeltaSnapshot:
             if (leaves, names) != (self.leaves, self.queue_names):
                 raise Rebuild("the queue tree changed")
         pods = set(changed.get("Pod", ()))
+        targets: set[tuple[str, str]] = set()
         for key in changed.get("BindRequest", ()):
-            pods |= {f"{ns}/{pod}" for ns, pod in self._index_request(views, key)}
+            targets |= self._index_request(views, key)
+        for target in targets:
+            self._choose_request(views, target)
+        pods |= {f"{ns}/{pod}" for ns, pod in targets}
         units: set[Unit] = set()
         for key in pods:
             nodes |= {self.node_of[key]} if key in self.node_of else set()
@@ -188,15 +192,15 @@ class DeltaSnapshot:
             self.request_pod[key] = target = (br.meta.namespace, br.pod)
             self.requests_of.setdefault(target, set()).add(key)
             pods.add(target)
-        if self._primed:
-            for target in pods:
-                requests = [views.bind_requests[k] for k in self.requests_of.get(target, ())]
-                live = _bind_requests(requests, self.node_set)
-                if target in live:
-                    self.bind[target] = live[target]
-                else:
-                    self.bind.pop(target, None)
         return pods
+
+    def _choose_request(self, views: Views, target: tuple[str, str]) -> None:
+        """The live BindRequest of one pod, chosen among its requests as the full assembly does."""
+        live = _bind_requests([views.bind_requests[k] for k in self.requests_of.get(target, ())], self.node_set)
+        if target in live:
+            self.bind[target] = live[target]
+        else:
+            self.bind.pop(target, None)
 
     def _index_pod(self, views: Views, key: str) -> set[Unit]:
         """Re-index one pod; the jobs it left or joined."""
@@ -228,8 +232,10 @@ class DeltaSnapshot:
         builder = JobBuilder(views, self.scope, 0.0, self.node_set, self.leaves, self.bind)
         # a bare pod named like a pod group's job takes another name: it follows the group
         units |= {("Pod", key) for kind, key in units if kind == "PodGroup"}
-        for unit in sorted(units, key=_unit_order):
+        ordered = sorted(units, key=_unit_order)
+        for unit in ordered:   # all out first: a pod moving between jobs is in the new one's tasks
             nodes |= self._drop(unit)
+        for unit in ordered:
             piece = self._assemble(views, builder, unit)
             if piece is not None:
                 nodes |= self._keep(unit, piece)
