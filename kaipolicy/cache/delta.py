@@ -272,6 +272,8 @@ class DeltaSnapshot:
             del self.order[at]
         for name in old.nodes:
             self.units_on[name].discard(unit)
+        # the nodes its pods name too: a pod that stops being a task counts among its node's other
+        # pods (today those are the nodes its tasks hold; kept so the two cannot drift apart)
         return old.nodes | {self.node_of[k] for k in piece.placed if k in self.node_of}
 
     def _keep(self, unit: Unit, piece: JobPiece) -> set[str]:

@@ -26,7 +26,7 @@ NOW = 1_800_000_000.0
 HEAD = {"actions": ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"],
         "staleGracePeriodSeconds": 60.0}
 POOL = convert.NODE_POOL_LABEL
-PODS = [f"p{i}" for i in range(24)]
+PODS = [f"p{i}" for i in range(24)] + ["g1", "g2"]   # two named like pod groups
 GROUPS = [f"g{i}" for i in range(6)]
 NODES = [f"n{i}" for i in range(6)]
 QUEUES = ["dept", "q0", "q1", "q2"]
