@@ -5,6 +5,7 @@ back to the full rebuild and says why."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 from typing import Any
@@ -14,13 +15,14 @@ import pytest
 from kaipolicy.cache import convert
 from kaipolicy.cache.assemble import Assembly, Scope, Views, assemble
 from kaipolicy.cache.delta import DeltaSnapshot
-from kaipolicy.cache.k8s_source import KINDS
+from kaipolicy.cache.k8s_source import KINDS, K8sSource
 from kaipolicy.cache.scenario_source import scenario_from_doc, scenario_settings
 from kaipolicy.cycle import run_cycle
 from kaipolicy.errors import ObjectError
 from kaipolicy.framework.config import Params, config_from
 from tests.scenarios.shared import default_bundle
 from tests.unit.api.model_dump import dump_cluster
+from tests.unit.fakeapi import FakeApi
 
 NOW = 1_800_000_000.0
 HEAD = {"actions": ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"],
@@ -280,3 +282,41 @@ def test_a_delta_step_that_fails_falls_back_to_the_full_rebuild_and_says_why(
     assert same(got, reference(cluster.views, Scope(), NOW + 1))
     assert builder.stats.failures == 1 and builder.stats.full == 2
     assert "the delta failed (KeyError: 'ns/p5'); rebuilding it whole" in caplog.text
+
+
+class _Store:
+    """An informer's store over the random cluster's objects of one kind."""
+
+    def __init__(self, cluster: RandomCluster, kind: str) -> None:
+        self.cluster, self.kind = cluster, kind
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        obj = self.cluster.objects.get((self.kind, key))
+        return None if obj is None else copy.deepcopy(obj)
+
+
+def _source(cluster: RandomCluster, delta: bool) -> K8sSource:
+    source = K8sSource(FakeApi(), delta=delta)   # type: ignore[arg-type]
+    source.informers = {kind: _Store(cluster, kind) for kind in KINDS}   # type: ignore[misc]
+    return source
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_live_source_builds_from_its_informers_changes_what_it_builds_whole(seed: int) -> None:
+    cluster = RandomCluster(seed)
+    sources = [_source(cluster, delta=True), _source(cluster, delta=False)]
+    changes = {kind: {key for k, key in cluster.objects if k == kind} for kind in KINDS}
+    for cycle in range(15):
+        for source in sources:
+            for kind, keys in changes.items():
+                for key in keys:
+                    source._marker(kind)(key)
+        if cycle % 4 == 3:    # `kaipolicy snapshot`'s whole document in between takes no change from the delta
+            sources[0].scenario(NOW)
+        now = NOW + cycle
+        got, want = (source.cycle(now) for source in sources)
+        assert same(got, want), f"seed {seed}, cycle {cycle}"
+        for _ in range(cluster.rng.choice([1, 2, 5])):
+            cluster.event()
+        changes = cluster.take_changes()
+    assert sources[0].delta is not None and sources[0].delta.stats.delta > 0
