@@ -172,7 +172,8 @@ class K8sSource:
             self._dirty = {k: set() for k in KINDS}
         for kind, keys in dirty.items():
             self._convert(kind, keys)
-            self._changed.setdefault(kind, set()).update(keys)
+            if self.delta is not None:
+                self._changed.setdefault(kind, set()).update(keys)
         return scope, head
 
     def _report_all(self, out: Assembly, scope: Scope) -> Assembly:
