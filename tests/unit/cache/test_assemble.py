@@ -255,3 +255,16 @@ def test_a_gpu_sharing_reservation_pod_is_nobodys_job_and_its_gpu_is_the_groups(
     out = run(queue("q"), node("n"), reservation)
     assert not out.doc["jobs"]
     assert out.doc["nodes"][0]["otherPods"] == {"count": 1, "cpuMillis": 1000, "memoryBytes": 2**30, "gpus": 0}
+
+
+def test_the_document_does_not_depend_on_the_order_the_objects_arrived_in() -> None:
+    # regression: other pods' GPU fractions were summed, and a group's problems listed, in arrival order
+    others = [pod(f"o{i}", queue=None, node="n", phase="Running", scheduler="default-scheduler",
+                  annotations={"gpu-fraction": fraction}) for i, fraction in enumerate(("0.1", "0.2", "0.3"))]
+    members = [pod(f"m{i}", group="g", labels={"kai.scheduler/subgroup-name": f"typo{i}"}) for i in range(3)]
+    first = run(queue("q"), node("n"), group("g", subGroups=[{"name": "workers", "minMember": 1}]), *others, *members)
+    second = run(queue("q"), node("n"), group("g", subGroups=[{"name": "workers", "minMember": 1}]),
+                 *reversed(others), *reversed(members))
+    assert first.doc == second.doc
+    assert [str(p) for p in first.problems] == [str(p) for p in second.problems]
+    assert first.doc["nodes"][0]["otherPods"]["gpus"] == (0.1 + 0.2) + 0.3
