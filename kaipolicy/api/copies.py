@@ -33,13 +33,14 @@ def copy_job(job: Job, order: int, created: float, last_start: float | None, sta
     """The job, its sub-group tree and its tasks, at position `order` with this cycle's times."""
     pod_sets: dict[str, PodSet] = {}
     root = _copy_tree(job.root, None, pod_sets)
-    c = Job(uid=job.uid, name=job.name, namespace=job.namespace, queue=job.queue, priority=job.priority,
-            preemptible=job.preemptible, created=created, root=root,
-            pod_sets={name: pod_sets[name] for name in job.pod_sets}, last_start=last_start,
-            stale_since=stale_since, deleted=job.deleted, order=order, fit_errors=list(job.fit_errors),
-            task_fit_errors=dict(job.task_fit_errors), tasks={})
-    for task in job.tasks.values():
-        c.add_task(copy_task(task, created))
+    c: Job = _new(Job)
+    c.uid, c.name, c.namespace, c.queue, c.priority = job.uid, job.name, job.namespace, job.queue, job.priority
+    c.preemptible, c.created, c.root, c.last_start, c.stale_since = job.preemptible, created, root, last_start, stale_since
+    c.deleted, c.order, c.fit_errors, c.task_fit_errors = job.deleted, order, list(job.fit_errors), dict(job.task_fit_errors)
+    c.pod_sets = {name: pod_sets[name] for name in job.pod_sets}
+    c.tasks = tasks = {}
+    for uid, task in job.tasks.items():    # as Job.add_task files them
+        tasks[uid] = pod_sets[task.sub_group].tasks[uid] = copy_task(task, created)
     return c
 
 

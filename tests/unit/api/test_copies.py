@@ -28,7 +28,7 @@ from tests.unit.api.model_dump import dump_cluster
 SOURCE = Path(copies.__file__).read_text()
 
 
-@pytest.mark.parametrize(("cls", "written"), [(Task, "c.{}"), (Node, "c.{}"), (Job, "{}="), (Queue, "q.{}")])
+@pytest.mark.parametrize(("cls", "written"), [(Task, "c.{}"), (Node, "c.{}"), (Job, "c.{}"), (Queue, "q.{}")])
 def test_the_copies_name_every_field_of_the_model(cls: type, written: str) -> None:
     missing = [f.name for f in fields(cls) if written.format(f.name) not in SOURCE]
     assert missing == []
