@@ -53,6 +53,7 @@ class RandomCluster:
             self.put("Node", self.node(name))
         for name in QUEUES:
             self.put("Queue", self.queue(name))
+        self.put("Topology", self.topology())
         for name in GROUPS:
             self.put("PodGroup", self.pod_group(name))
         for name in PODS:
@@ -119,6 +120,8 @@ class RandomCluster:
                                 "minMember": r.choice([1, 1, 2, 3])}
         if r.random() < 0.08:
             spec["subGroups"] = [{"name": "workers", "minMember": 1}]
+        if r.random() < 0.1:
+            spec["topologyConstraint"] = {"topology": "racks", "preferredTopologyLevel": r.choice(["zone", "row"])}
         annotations = {convert.LAST_START_ANNOTATION: _stamp(NOW - 300)} if r.random() < 0.2 else {}
         if r.random() < 0.2:
             annotations[convert.STALE_SINCE_ANNOTATION] = _stamp(NOW - 100)
@@ -129,6 +132,10 @@ class RandomCluster:
         status = {"phase": "Failed"} if r.random() < 0.2 else {}
         return {"metadata": self.meta(f"br-{name}-{r.randrange(2)}", "ns", r.choice([5, 20])), "status": status,
                 "spec": {"podName": name, "selectedNode": r.choice(NODES), "selectedGPUGroups": ["s1"]}}
+
+    def topology(self) -> dict[str, Any]:
+        levels = [{"nodeLabel": "zone"}] + ([{"nodeLabel": "kubernetes.io/hostname"}] if self.rng.random() < 0.5 else [])
+        return {"metadata": self.meta("racks", None, 60), "spec": {"levels": levels}}
 
     def priority_class(self, name: str) -> dict[str, Any]:
         return {"metadata": self.meta(name, None, 60), "value": self.rng.choice([10, 100, 200])}
@@ -157,8 +164,8 @@ class RandomCluster:
 
     def event(self) -> None:
         r = self.rng
-        kind = r.choices(["Pod", "PodGroup", "BindRequest", "Node", "Queue", "PriorityClass"],
-                         [12, 3, 3, 1.5, 0.7, 0.1])[0]
+        kind = r.choices(["Pod", "PodGroup", "BindRequest", "Node", "Queue", "PriorityClass", "Topology"],
+                         [12, 3, 3, 1.5, 0.7, 0.1, 0.1])[0]
         if kind == "Pod":
             name = r.choice(PODS)
             self.delete("Pod", f"ns/{name}") if r.random() < 0.1 else self.put("Pod", self.pod(name))
@@ -176,6 +183,8 @@ class RandomCluster:
         elif kind == "Queue":
             name = r.choice(QUEUES[1:])
             self.delete("Queue", name) if r.random() < 0.1 else self.put("Queue", self.queue(name))
+        elif kind == "Topology":
+            self.delete("Topology", "racks") if r.random() < 0.3 else self.put("Topology", self.topology())
         else:
             self.put("PriorityClass", self.priority_class(r.choice(["train", "high"])))
 
@@ -259,7 +268,9 @@ def test_a_new_node_or_priority_class_rebuilds_everything() -> None:
         cluster.put(kind, obj)
         got = builder.snapshot(cluster.views, cluster.take_changes(), Scope(), NOW + 1, HEAD)
         assert same(got, reference(cluster.views, Scope(), NOW + 1))
-    assert (builder.stats.full, builder.stats.failures) == (3, 0)
+    got = builder.snapshot(cluster.views, {}, Scope(partition="other"), NOW + 2, HEAD)   # another shard
+    assert same(got, reference(cluster.views, Scope(partition="other"), NOW + 2))
+    assert (builder.stats.full, builder.stats.failures) == (4, 0)
 
 
 def test_a_delta_step_that_fails_falls_back_to_the_full_rebuild_and_says_why(
