@@ -1,6 +1,7 @@
 """The live cluster as a source of snapshots: informers over every kind the scheduler reads, each
-object converted once per change, and `snapshot()` building the ClusterInfo that the scenario file
-of the same state builds (both go through the scenario source's builder, so they cannot disagree).
+object converted once per change, and `cycle()` building the ClusterInfo that the scenario file
+of the same state builds (both go through the scenario source's builder, so they cannot disagree),
+from the objects changed since the last cycle (`delta.py`) or whole.
 
 A malformed object is reported once per version (log line, Event on it, metric
 `kaipolicy_malformed_objects_total{kind}`) and left out; it never stops a snapshot.
