@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaipolicy import metrics
 from kaipolicy.api.copies import copy_job, copy_node
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
@@ -62,16 +63,21 @@ class Stats:
     full: int = 0            # cycles built from scratch (the first, global changes, failures)
     delta: int = 0           # cycles built from their changes
     failures: int = 0        # delta steps that failed (each followed by a full rebuild)
+    drifts: int = 0          # resyncs that found the delta's snapshot differing from the whole one
     jobs: int = 0            # jobs assembled and built again in the last cycle
     nodes: int = 0           # nodes built again in the last cycle
 
 
 class DeltaSnapshot:
     """Call `snapshot()` once per cycle with the views and the keys (by kind) changed since the
-    last call; None as the changes rebuilds everything."""
+    last call; None as the changes rebuilds everything. Every `resync_every`-th cycle is built
+    both ways and the whole one used: a delta that drifted is logged as an error and lasts at
+    most that many cycles."""
 
-    def __init__(self, file: str = "<cluster>") -> None:
+    def __init__(self, file: str = "<cluster>", resync_every: int = 300) -> None:
         self.file = file                   # names the source in a ScenarioError, as the full build's
+        self.resync_every = resync_every
+        self.cycles = 0
         self.stats = Stats()
         self._primed = False
         self._reset(Scope())
@@ -105,22 +111,41 @@ class DeltaSnapshot:
     # ---- one cycle --------------------------------------------------------------------------------
     def snapshot(self, views: Views, changed: dict[str, set[str]] | None, scope: Scope, now: float,
                  head: dict[str, Any]) -> tuple[Assembly, ClusterInfo]:
+        self.cycles += 1
         why = self._why_full(changed, scope)
         if why is None and changed is not None:
             try:
                 self._apply(views, changed)
-                self.stats.delta += 1
             except Rebuild as e:
                 why = str(e)
             except Exception as e:    # never a wrong snapshot: whatever failed, start afresh
                 self.stats.failures += 1
+                metrics.SNAPSHOTS.labels(build="fallback").inc()
                 why = f"the delta failed ({type(e).__name__}: {e})"
                 log.warning("snapshot: %s; rebuilding it whole", why, exc_info=True)
+        if why is None and self.resync_every and self.cycles % self.resync_every == 0:
+            return self._resync(views, now, head)
         if why is not None:
             log.debug("snapshot: full rebuild: %s", why)
             self._rebuild(views, scope)
+        else:
+            self.stats.delta += 1
+            metrics.SNAPSHOTS.labels(build="delta").inc()
         return self._emit(views, now, head)
 
+    def _resync(self, views: Views, now: float, head: dict[str, Any]) -> tuple[Assembly, ClusterInfo]:
+        """Build whole, and say so if the delta's document differs from it."""
+        kept = self._emit(views, now, head)[0]
+        self._rebuild(views, self.scope)
+        out = self._emit(views, now, head)
+        whole = out[0]
+        if (kept.doc, kept.origins, [str(p) for p in kept.problems]) != (
+                whole.doc, whole.origins, [str(p) for p in whole.problems]):
+            self.stats.drifts += 1
+            metrics.SNAPSHOTS.labels(build="drift").inc()
+            log.error("snapshot: the delta had drifted from the whole rebuild (%s); the whole one is used",
+                      _differences(kept, whole))
+        return out
     def _why_full(self, changed: dict[str, set[str]] | None, scope: Scope) -> str | None:
         if not self._primed or changed is None:
             return "no earlier snapshot"
@@ -131,6 +156,7 @@ class DeltaSnapshot:
 
     def _rebuild(self, views: Views, scope: Scope) -> None:
         self.stats.full += 1
+        metrics.SNAPSHOTS.labels(build="full").inc()
         self._primed = False
         self._reset(scope)
         self.node_names = sorted(v.meta.name for v in views.nodes.values() if scope.selects(v.meta))
@@ -355,6 +381,22 @@ class DeltaSnapshot:
         nodes = {n: copy_node(self.node_models[n], i) for i, n in enumerate(self.node_names)}
         cluster = ClusterInfo(nodes=nodes, jobs=jobs, queues=queues_model(doc), topologies=topologies_model(doc))
         return Assembly(doc, problems, dict(self.origins), now), cluster
+
+
+def _differences(kept: Assembly, whole: Assembly) -> str:
+    """Where two documents differ: the first few jobs and nodes, the problems, the origins."""
+    out = []
+    for what in ("jobs", "nodes", "queues"):
+        a = {x["name"]: x for x in kept.doc.get(what) or []}
+        b = {x["name"]: x for x in whole.doc.get(what) or []}
+        names = sorted(n for n in a.keys() | b.keys() if a.get(n) != b.get(n))
+        if names:
+            out.append(f"{what} {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}")
+    if [str(p) for p in kept.problems] != [str(p) for p in whole.problems]:
+        out.append("problems")
+    if kept.origins != whole.origins:
+        out.append("origins")
+    return "; ".join(out) or "the order of jobs or nodes"
 
 
 def _unit_order(unit: Unit) -> tuple[int, str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kaipolicy import metrics
 from kaipolicy.cache import convert
 from kaipolicy.cache.assemble import Assembly, Scope, Views, assemble
 from kaipolicy.cache.delta import DeltaSnapshot
@@ -215,7 +216,7 @@ def same(delta: tuple[Assembly, Any], full: tuple[Assembly, Any]) -> bool:
 @pytest.mark.parametrize("seed", range(40))
 def test_the_delta_snapshot_equals_the_full_rebuild_after_random_informer_events(seed: int) -> None:
     cluster = RandomCluster(seed)
-    builder = DeltaSnapshot()
+    builder = DeltaSnapshot(resync_every=7)
     scope = Scope(partition="other") if seed % 10 == 9 else Scope()
     for cycle in range(25):
         changes = None if cycle == 0 else cluster.take_changes()
@@ -227,7 +228,7 @@ def test_the_delta_snapshot_equals_the_full_rebuild_after_random_informer_events
             assert decisions(got[1], got[0].doc) == decisions(want[1], want[0].doc)
         for _ in range(cluster.rng.choice([0, 1, 1, 2, 4, 8])):
             cluster.event()
-    assert builder.stats.failures == 0
+    assert (builder.stats.failures, builder.stats.drifts) == (0, 0)
     assert builder.stats.delta > 0
 
 
@@ -288,11 +289,17 @@ def test_a_delta_step_that_fails_falls_back_to_the_full_rebuild_and_says_why(
             raise KeyError(key)
         return real(views, key)
     monkeypatch.setattr(builder, "_index_pod", broken_once)
+    before = _counted("fallback")
     with caplog.at_level(logging.WARNING, logger="kaipolicy.cache"):
         got = builder.snapshot(cluster.views, cluster.take_changes(), Scope(), NOW + 1, HEAD)
     assert same(got, reference(cluster.views, Scope(), NOW + 1))
     assert builder.stats.failures == 1 and builder.stats.full == 2
+    assert _counted("fallback") == before + 1
     assert "the delta failed (KeyError: 'ns/p5'); rebuilding it whole" in caplog.text
+
+
+def _counted(build: str) -> float:
+    return metrics.REGISTRY.get_sample_value("kaipolicy_snapshots_total", {"build": build}) or 0.0
 
 
 class _Store:
@@ -331,3 +338,21 @@ def test_the_live_source_builds_from_its_informers_changes_what_it_builds_whole(
             cluster.event()
         changes = cluster.take_changes()
     assert sources[0].delta is not None and sources[0].delta.stats.delta > 0
+
+
+def test_a_resync_builds_whole_and_says_when_the_delta_had_drifted(caplog: pytest.LogCaptureFixture) -> None:
+    cluster = RandomCluster(5)
+    builder = DeltaSnapshot(resync_every=3)
+    for cycle in range(3):
+        got = builder.snapshot(cluster.views, None if cycle == 0 else {}, Scope(), NOW + cycle, HEAD)
+    assert (builder.stats.full, builder.stats.delta, builder.stats.drifts) == (2, 1, 0)
+    (_, unit), *_ = builder.order
+    spec = builder.pieces[unit].piece.spec
+    assert spec is not None
+    spec["priority"] += 1      # a kept piece gone wrong
+    with caplog.at_level(logging.ERROR, logger="kaipolicy.cache"):
+        for cycle in range(3, 6):
+            got = builder.snapshot(cluster.views, {}, Scope(), NOW + cycle, HEAD)
+    assert same(got, reference(cluster.views, Scope(), NOW + 5))
+    assert builder.stats.drifts == 1
+    assert f"the delta had drifted from the whole rebuild (jobs {spec['name']})" in caplog.text
