@@ -146,6 +146,7 @@ class DeltaSnapshot:
             log.error("snapshot: the delta had drifted from the whole rebuild (%s); the whole one is used",
                       _differences(kept, whole))
         return out
+
     def _why_full(self, changed: dict[str, set[str]] | None, scope: Scope) -> str | None:
         if not self._primed or changed is None:
             return "no earlier snapshot"
