@@ -90,6 +90,12 @@ QUEUE_FAIR_SHARE_GPU = Gauge("kai_queue_fair_share_gpu", "GPU Fair share of queu
                              ["queue_name"], registry=REGISTRY)
 
 # ---- kaipolicy's own ------------------------------------------------------------------------------
+SNAPSHOTS = Counter(
+    "kaipolicy_snapshots",
+    "Cycle snapshots of the live cluster by how they were built: delta (from the objects changed since the last "
+    "cycle), full (whole: the first, a change the delta does not follow, a resync), fallback (whole after a delta "
+    "step failed), drift (a resync found the delta's snapshot differing from the whole one).",
+    ["build"], registry=REGISTRY)
 MALFORMED_OBJECTS = Counter(
     "kaipolicy_malformed_objects",
     "Cluster objects left out of the snapshot because they cannot be used (each object version once).",

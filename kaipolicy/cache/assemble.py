@@ -8,7 +8,7 @@ schedules count on their nodes as `otherPods`. Jobs and tasks are named `namespa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,17 +79,30 @@ def assemble(views: Views, scope: Scope, now: float, head: dict[str, Any]) -> As
     nodes = {v.meta.name: dict(v.node) for v in sorted(views.nodes.values(), key=_by_name) if scope.selects(v.meta)}
     queues, leaves = _queues(views.queues.values(), scope, out.problems)
     bind = _bind_requests(views.bind_requests.values(), nodes)
-    jobs = _JobBuilder(views, scope, now, nodes, leaves, bind, out)
-    jobs.pod_groups()
-    jobs.single_pods()
-    _other_pods(views.pods.values(), jobs.tasks_placed, nodes)
-    out.doc = dict(head) | {
-        "defaultDepartment": False, "queues": queues, "nodes": list(nodes.values()),
-        "jobs": [spec for _, spec in sorted(jobs.jobs, key=lambda j: j[0])],
+    jobs = JobBuilder(views, scope, now, nodes, leaves, bind)
+    pieces = [jobs.group(key, g, members) for key, g, members in jobs.groups()]
+    taken = {p.name for p in pieces if p.spec is not None}
+    pieces += [jobs.single(p, taken) for p in jobs.singles()]
+    placed: set[str] = set()
+    for piece in pieces:
+        out.problems += piece.problems
+        out.origins |= piece.origins
+        placed |= piece.placed
+    for name, other in other_pods(views.pods.values(), placed, nodes).items():
+        nodes[name]["otherPods"] = other
+    specs = [spec for _, spec in sorted(((p.sort_key, p.spec) for p in pieces if p.spec is not None),
+                                        key=lambda j: j[0])]
+    out.doc = document(head, queues, list(nodes.values()), specs, views)
+    return out
+
+
+def document(head: dict[str, Any], queues: list[dict[str, Any]], nodes: list[dict[str, Any]],
+             jobs: list[dict[str, Any]], views: Views) -> dict[str, Any]:
+    return dict(head) | {
+        "defaultDepartment": False, "queues": queues, "nodes": nodes, "jobs": jobs,
         "topologies": [{"name": t.meta.name, "levels": list(t.levels)}
                        for t in sorted(views.topologies.values(), key=_by_name)],
     }
-    return out
 
 
 def _by_name(view: Any) -> str:
@@ -119,7 +132,7 @@ def _queues(views: Iterable[QueueView], scope: Scope, problems: list[ObjectError
     return specs, {v.meta.name for v in ordered if v.meta.name not in parents}
 
 
-def _bind_requests(views: Iterable[BindRequestView], nodes: dict[str, Any]) -> dict[tuple[str, str], BindRequestView]:
+def _bind_requests(views: Iterable[BindRequestView], nodes: Collection[str]) -> dict[tuple[str, str], BindRequestView]:
     """The live BindRequest of each pod: not failed for good, on a node of this snapshot (the
     newest when there are several)."""
     out: dict[tuple[str, str], BindRequestView] = {}
@@ -129,54 +142,97 @@ def _bind_requests(views: Iterable[BindRequestView], nodes: dict[str, Any]) -> d
     return out
 
 
-class _JobBuilder:
-    """Pods into jobs: one method per way a job arises, sharing the checks and the naming."""
+@dataclass
+class JobPiece:
+    """What one PodGroup, or one pod that names no group, adds to the document: its job spec (None
+    when it makes no job), where the job and its tasks came from, the problems met, and the pods
+    that became tasks. `clock` keeps the wall-clock times its spec counts back from (creation,
+    last start, stale since), so a later cycle can re-time the spec without rebuilding it."""
 
-    def __init__(self, views: Views, scope: Scope, now: float, nodes: dict[str, Any], leaves: set[str],
-                 bind: dict[tuple[str, str], BindRequestView], out: Assembly) -> None:
+    name: str
+    sort_key: tuple[float, str]
+    spec: dict[str, Any] | None = None
+    clock: tuple[float, float | None, float | None] = (0.0, None, None)
+    origins: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
+    problems: list[ObjectError] = field(default_factory=list)
+    placed: set[str] = field(default_factory=set)
+
+
+def retime(spec: dict[str, Any], clock: tuple[float, float | None, float | None], now: float) -> None:
+    """Set the spec's ages (createdMinutesAgo, lastStartMinutesAgo, staleSeconds) for wall-clock `now`."""
+    created, last_start, stale_since = clock
+    spec["createdMinutesAgo"] = max(now - created, 0.0) / 60.0
+    if last_start is not None:
+        spec["lastStartMinutesAgo"] = max(now - last_start, 0.0) / 60.0
+    if stale_since is not None:
+        spec["staleSeconds"] = max(now - stale_since, 0.0)
+
+
+class JobBuilder:
+    """Pods into jobs: one method per way a job arises, sharing the checks and the naming. Each
+    job is built from its own objects alone (and the cluster-wide facts given here), so a cycle
+    that knows what changed can rebuild only the jobs it touches (`delta.py`)."""
+
+    def __init__(self, views: Views, scope: Scope, now: float, nodes: Collection[str], leaves: set[str],
+                 bind: dict[tuple[str, str], BindRequestView]) -> None:
         self.views, self.scope, self.now, self.nodes = views, scope, now, nodes
-        self.leaves, self.bind, self.out = leaves, bind, out
-        self.jobs: list[tuple[tuple[float, str], dict[str, Any]]] = []
-        self.tasks_placed: set[str] = set()        # pod keys that became tasks
-        self.names: set[str] = set()
+        self.leaves, self.bind = leaves, bind
         classes = views.priority_classes.values()
         self.priorities = {c.meta.name: c.value for c in classes}
         self.default_priority = next((c.value for c in sorted(classes, key=_by_name) if c.global_default),
                                      DEFAULT_PRIORITY)
 
-    def pod_groups(self) -> None:
+    def groups(self) -> Iterator[tuple[str, PodGroupView, list[PodView]]]:
+        """Every PodGroup (by key) with the pods of this scheduler that name it."""
         members: dict[str, list[PodView]] = {}
         for p in self.views.pods.values():
             if p.group and p.scheduler == self.scope.scheduler_name:
                 members.setdefault(f"{p.meta.namespace}/{p.group}", []).append(p)
         for key, g in sorted(self.views.pod_groups.items()):
-            if not self.scope.selects(g.meta) or not self._queue_ok(g.meta, g.queue) or not self._topology_ok(g):
-                continue
-            pods = []
-            for p in members.get(key, []):
-                problem = _sub_group_problem(p, g)
-                if problem:
-                    self.out.problems.append(p.meta.problem(problem))
-                else:
-                    pods.append(p)
-            priority = self.priorities.get(g.priority_class, self.default_priority)
-            self._add(g.meta, g.queue, priority, g.preemptibility, dict(g.job), pods)
+            yield key, g, members.get(key, [])
 
-    def single_pods(self) -> None:
-        """A pod of this scheduler with no pod-group annotation is a job of one."""
-        for p in sorted(self.views.pods.values(), key=lambda p: p.meta.key):
-            if p.group or p.scheduler != self.scope.scheduler_name or not self.scope.selects(p.meta):
-                continue
-            if p.meta.labels.get("app") in (RESERVATION_APP, SCALING_APP):
-                continue   # utility pods are nobody's job
-            queue = p.queue or DEFAULT_QUEUE
-            if not self._queue_ok(p.meta, queue):
-                continue
-            cls = p.priority_class if p.priority_class in self.priorities else TRAIN_CLASS
-            priority = self.priorities.get(cls, self.default_priority)
-            self._add(p.meta, queue, priority, p.preemptibility, {"minAvailable": 1}, [p])
+    def singles(self) -> list[PodView]:
+        """Every pod of this scheduler that names no group, by key."""
+        return sorted((p for p in self.views.pods.values() if not p.group and p.scheduler == self.scope.scheduler_name),
+                      key=lambda p: p.meta.key)
 
-    def _topology_ok(self, g: PodGroupView) -> bool:
+    def group(self, key: str, g: PodGroupView, members: Iterable[PodView]) -> JobPiece:
+        piece = JobPiece(key, (g.meta.created, g.meta.uid))
+        if not self.scope.selects(g.meta) or not self._queue_ok(g.meta, g.queue, piece) or not self._topology_ok(g, piece):
+            return piece
+        pods = []
+        # by key: a pod's problems are listed in the same order however the pods arrived
+        for p in sorted(members, key=lambda p: p.meta.key):
+            problem = _sub_group_problem(p, g)
+            if problem:
+                piece.problems.append(p.meta.problem(problem))
+            else:
+                pods.append(p)
+        priority = self.priorities.get(g.priority_class, self.default_priority)
+        self._add(piece, g.meta, g.queue, priority, g.preemptibility, dict(g.job), pods)
+        return piece
+
+    def single(self, p: PodView, taken: Collection[str]) -> JobPiece:
+        """A pod of this scheduler with no pod-group annotation is a job of one; `taken` holds the
+        names of the pod groups' jobs (a bare pod named like one gets its kind appended)."""
+        piece = JobPiece(p.meta.key, (p.meta.created, p.meta.uid))
+        if not self.scope.selects(p.meta) or p.meta.labels.get("app") in (RESERVATION_APP, SCALING_APP):
+            return piece   # utility pods are nobody's job
+        queue = p.queue or DEFAULT_QUEUE
+        if not self._queue_ok(p.meta, queue, piece):
+            return piece
+        sub = p.task.get("subGroup")
+        if sub:   # its job has no sub-groups: the reference leaves such a task out of its job
+            piece.problems.append(p.meta.problem(f"sub-group {sub!r} does not exist: the pod names no pod group"))
+            return piece
+        cls = p.priority_class if p.priority_class in self.priorities else TRAIN_CLASS
+        priority = self.priorities.get(cls, self.default_priority)
+        if piece.name in taken:
+            piece.name += f" ({p.meta.kind.lower()})"
+        self._add(piece, p.meta, queue, priority, p.preemptibility, {"minAvailable": 1}, [p])
+        return piece
+
+    def _topology_ok(self, g: PodGroupView, piece: JobPiece) -> bool:
         """Every topology constraint of the group names a Topology and levels it has."""
         constraints = [g.job.get("topologyConstraint")] + [sg.get("topology") for sg in g.job.get("subGroups") or ()]
         for c in filter(None, constraints):
@@ -188,40 +244,37 @@ class _JobBuilder:
                 if not wrong:
                     continue
                 problem = f"{wrong[0]!r} is not a level of topology {c['topology']!r}"
-            self.out.problems.append(g.meta.problem(problem))
+            piece.problems.append(g.meta.problem(problem))
             return False
         return True
 
-    def _queue_ok(self, m: Meta, queue: str) -> bool:
+    def _queue_ok(self, m: Meta, queue: str, piece: JobPiece) -> bool:
         if queue in self.leaves:
             return True
         known = any(q.meta.name == queue for q in self.views.queues.values() if self.scope.selects(q.meta))
-        self.out.problems.append(m.problem(f"queue {queue!r} has child queues: only leaf queues take jobs" if known
-                                           else f"queue {queue!r} does not exist"))
+        piece.problems.append(m.problem(f"queue {queue!r} has child queues: only leaf queues take jobs" if known
+                                        else f"queue {queue!r} does not exist"))
         return False
 
-    def _add(self, m: Meta, queue: str, priority: int, preemptibility: str, spec: dict[str, Any],
+    def _add(self, piece: JobPiece, m: Meta, queue: str, priority: int, preemptibility: str, spec: dict[str, Any],
              pods: list[PodView]) -> None:
-        tasks = [t for t in (self._task(p) for p in sorted(pods, key=lambda p: (p.meta.created, p.meta.name))) if t]
+        tasks = [t for t in (self._task(p, piece) for p in sorted(pods, key=lambda p: (p.meta.created, p.meta.name)))
+                 if t]
         if not tasks:
             return
-        name = f"{m.namespace}/{m.name}"
-        if name in self.names:    # a bare pod named like a pod group of its namespace
-            name += f" ({m.kind.lower()})"
-        self.names.add(name)
-        self.out.origins[name] = (m.kind, m.namespace, m.name, m.uid)
-        for last, key in (("lastStart", "lastStartMinutesAgo"), ("staleSince", "staleSeconds")):
-            when = spec.pop(last, None)
-            if when is not None:
-                ago = max(self.now - when, 0.0)
-                spec[key] = ago / 60.0 if key == "lastStartMinutesAgo" else ago
-        head: dict[str, Any] = {"name": name, "namespace": m.namespace, "queue": queue, "priority": priority}
+        piece.origins[piece.name] = (m.kind, m.namespace, m.name, m.uid)
+        last_start, stale_since = spec.pop("lastStart", None), spec.pop("staleSince", None)
+        # the ages' keys go where the times were; retime() fills them in
+        spec |= ({"lastStartMinutesAgo": 0.0} if last_start is not None else {}) | (
+            {"staleSeconds": 0.0} if stale_since is not None else {})
+        head: dict[str, Any] = {"name": piece.name, "namespace": m.namespace, "queue": queue, "priority": priority}
         if preemptibility:
             head["preemptible"] = preemptibility == "preemptible"
-        spec = head | spec | {"createdMinutesAgo": max(self.now - m.created, 0.0) / 60.0, "tasks": tasks}
-        self.jobs.append(((m.created, m.uid), spec))
+        piece.spec = head | spec | {"createdMinutesAgo": 0.0, "tasks": tasks}
+        piece.clock = (m.created, last_start, stale_since)
+        retime(piece.spec, piece.clock, self.now)
 
-    def _task(self, p: PodView) -> dict[str, Any] | None:
+    def _task(self, p: PodView, piece: JobPiece) -> dict[str, Any] | None:
         state, node, groups = self._state(p)
         if state is None:
             return None
@@ -231,8 +284,8 @@ class _JobBuilder:
         task |= {k: v for k, v in p.task.items() if k not in ("name", "gpuGroups")}
         if groups:
             task["gpuGroups"] = list(groups)
-        self.tasks_placed.add(p.meta.key)
-        self.out.origins[task["name"]] = ("Pod", p.meta.namespace, p.meta.name, p.meta.uid)
+        piece.placed.add(p.meta.key)
+        piece.origins[task["name"]] = ("Pod", p.meta.namespace, p.meta.name, p.meta.uid)
         return task
 
     def _state(self, p: PodView) -> tuple[str | None, str, tuple[str, ...]]:
@@ -266,14 +319,24 @@ def _sub_group_problem(p: PodView, g: PodGroupView) -> str:
     return ""
 
 
-def _other_pods(pods: Iterable[PodView], tasks: set[str], nodes: dict[str, Any]) -> None:
-    """What pods outside the snapshot's jobs hold on its nodes (other schedulers, DaemonSets)."""
+def other_pods(pods: Iterable[PodView], tasks: Collection[str], nodes: Collection[str]) -> dict[str, dict[str, Any]]:
+    """What pods outside the snapshot's jobs hold on its nodes (other schedulers, DaemonSets), by
+    node; each node's pods are summed in key order, so the sums do not depend on the order the
+    pods arrived in (GPU fractions are floats)."""
+    on_node: dict[str, list[PodView]] = {}
     for p in pods:
         if p.meta.key in tasks or p.node not in nodes or p.phase in ("Succeeded", "Failed"):
             continue
-        other = nodes[p.node].setdefault("otherPods", {"count": 0, "cpuMillis": 0, "memoryBytes": 0, "gpus": 0})
+        on_node.setdefault(p.node, []).append(p)
+    return {name: other_pods_on(held) for name, held in on_node.items()}
+
+
+def other_pods_on(pods: list[PodView]) -> dict[str, Any]:
+    other: dict[str, Any] = {"count": 0, "cpuMillis": 0, "memoryBytes": 0, "gpus": 0}
+    for p in sorted(pods, key=lambda p: p.meta.key):
         other["count"] += 1
         other["cpuMillis"] += int(p.usage["cpuMillis"])
         other["memoryBytes"] += int(p.usage["memoryBytes"])
         if p.meta.labels.get("app") != RESERVATION_APP:
             other["gpus"] += p.usage["gpus"]
+    return other

@@ -1,6 +1,7 @@
 """The live cluster as a source of snapshots: informers over every kind the scheduler reads, each
-object converted once per change, and `snapshot()` building the ClusterInfo that the scenario file
-of the same state builds (both go through the scenario source's builder, so they cannot disagree).
+object converted once per change, and `cycle()` building the ClusterInfo that the scenario file
+of the same state builds (both go through the scenario source's builder, so they cannot disagree),
+from the objects changed since the last cycle (`delta.py`) or whole.
 
 A malformed object is reported once per version (log line, Event on it, metric
 `kaipolicy_malformed_objects_total{kind}`) and left out; it never stops a snapshot.
@@ -19,6 +20,7 @@ from kaipolicy import metrics
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.cache import convert, convert_pods, kubeapi, shard
 from kaipolicy.cache.assemble import Assembly, Scope, Views, assemble, partition_matches
+from kaipolicy.cache.delta import DeltaSnapshot
 from kaipolicy.cache.informer import Backoff, Informer
 from kaipolicy.cache.kubeapi import Kind, KubeApi, Obj
 from kaipolicy.cache.scenario_source import scenario_from_doc
@@ -46,8 +48,12 @@ class K8sSource:
     """Start it, then call `snapshot()` (or `scenario()`) once per cycle; stop it at the end."""
 
     def __init__(self, api: KubeApi, scheduler_name: str = "kai-scheduler", shard_name: str | None = None,
-                 backoff: Callable[[], Backoff] = Backoff) -> None:
+                 backoff: Callable[[], Backoff] = Backoff, delta: bool = True) -> None:
+        """`delta=False` builds every cycle's snapshot whole (the reference path) instead of from
+        the objects changed since the last cycle."""
         self.api, self.scheduler_name, self.shard_name = api, scheduler_name, shard_name
+        self.delta = DeltaSnapshot(f"cluster {api.host}") if delta else None
+        self._changed: dict[str, set[str]] = {}     # keys converted since the delta last ran
         self.informers: dict[str, Informer] = {}
         self.bundle_informers: dict[tuple[str, str], Informer] = {}   # the shard's rule ConfigMaps
         self._backoff = backoff
@@ -126,7 +132,33 @@ class K8sSource:
 
     # ---- snapshots -------------------------------------------------------------------------------
     def scenario(self, now: float | None = None) -> Assembly:
-        """The current state as a scenario document (with where each job and task came from)."""
+        """The current state as a scenario document (with where each job and task came from),
+        assembled whole."""
+        scope, head = self._catch_up()
+        out = assemble(self._views, scope, time.time() if now is None else now, head)
+        return self._report_all(out, scope)
+
+    def cycle(self, now: float | None = None) -> tuple[Assembly, ClusterInfo]:
+        """This cycle's document and ClusterInfo: built from the objects changed since the last
+        cycle, or whole when the source runs without the delta. The document is not
+        schema-checked: the converters write only valid specs (unit tests check every assembled
+        document against the schema, and `kaipolicy snapshot` checks what it writes)."""
+        scope, head = self._catch_up()
+        now = time.time() if now is None else now
+        if self.delta is None:
+            out = assemble(self._views, scope, now, head)
+            cluster = scenario_from_doc(out.doc, f"cluster {self.api.host}", validate=False).snapshot()
+        else:
+            changed, self._changed = self._changed, {}
+            out, cluster = self.delta.snapshot(self._views, changed, scope, now, head)
+        return self._report_all(out, scope), cluster
+
+    def snapshot(self) -> ClusterInfo:
+        """This cycle's ClusterInfo (see `cycle`)."""
+        return self.cycle()[1]
+
+    def _catch_up(self) -> tuple[Scope, dict[str, Any]]:
+        """Convert the objects changed since the last call; this cycle's scope and document head."""
         view = self.shard()
         head = dict(DEFAULT_HEAD)
         if view is not None:
@@ -141,7 +173,12 @@ class K8sSource:
             self._dirty = {k: set() for k in KINDS}
         for kind, keys in dirty.items():
             self._convert(kind, keys)
-        out = assemble(self._views, scope, time.time() if now is None else now, head)
+            if self.delta is not None:
+                self._changed.setdefault(kind, set()).update(keys)
+        return scope, head
+
+    def _report_all(self, out: Assembly, scope: Scope) -> Assembly:
+        """Report the objects left out (once per version), and list the unconvertible ones first."""
         unusable = [(e, obj) for k, (e, obj) in sorted(self._unusable.items()) if _in_scope(k[0], obj, scope)]
         for problem, obj in unusable:
             self._report(problem, obj)
@@ -149,13 +186,6 @@ class K8sSource:
             self._report(problem)
         out.problems[:0] = [e for e, _ in unusable]
         return out
-
-    def snapshot(self) -> ClusterInfo:
-        """This cycle's ClusterInfo. The document is not schema-checked here: the converters
-        write only valid specs (unit tests check every assembled document against the schema,
-        and `kaipolicy snapshot` checks what it writes)."""
-        out = self.scenario()
-        return scenario_from_doc(out.doc, f"cluster {self.api.host}", validate=False).snapshot()
 
     def _convert(self, kind: str, keys: set[str]) -> None:
         informer = self.informers[kind]

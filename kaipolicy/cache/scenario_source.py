@@ -99,14 +99,8 @@ def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True)
     cycle): the schema check costs several times the build on a large cluster."""
     if validate:
         validate_scenario(doc, file)
-    params = dict(PARAM_DEFAULTS)
-    params.update(doc.get("params") or {})
-    scn = Scenario(
-        file=file, doc=doc, actions=list(doc["actions"]), cycles=int(doc.get("cycles", 1)),
-        params=params, config=doc.get("config"),
-        stale_grace_seconds=float(doc.get("staleGracePeriodSeconds", 0)),
-        jobs=copy.deepcopy(doc.get("jobs") or []),
-    )
+    scn = scenario_settings(doc, file)
+    scn.jobs = copy.deepcopy(doc.get("jobs") or [])
     for j in scn.jobs:
         if j.get("lastStartMinutesAgo") is not None:
             scn.last_start[j["name"]] = -60.0 * float(j["lastStartMinutesAgo"])
@@ -116,6 +110,16 @@ def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True)
     # load and an overcommitted node is named before any cycle runs.
     scn.warnings = scenario_warnings(doc) + _overcommitted(_build(scn))
     return scn
+
+
+def scenario_settings(doc: dict[str, Any], file: str = "<scenario>") -> Scenario:
+    """The document's settings (actions, cycles, params, config, grace period) without its jobs:
+    for a caller that has its snapshot already (the live source's delta builds it)."""
+    params = dict(PARAM_DEFAULTS)
+    params.update(doc.get("params") or {})
+    return Scenario(file=file, doc=doc, actions=list(doc["actions"]), cycles=int(doc.get("cycles", 1)),
+                    params=params, config=doc.get("config"),
+                    stale_grace_seconds=float(doc.get("staleGracePeriodSeconds", 0)))
 
 
 def _overcommitted(cluster: ClusterInfo) -> list[tuple[str, str]]:
@@ -163,7 +167,7 @@ def _seconds(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _queues(doc: dict[str, Any]) -> dict[str, Queue]:
+def queues_model(doc: dict[str, Any]) -> dict[str, Queue]:
     queues: dict[str, Queue] = {}
     departments = doc.get("departments")
     if departments is None and doc.get("defaultDepartment", True):
@@ -182,7 +186,8 @@ def _queues(doc: dict[str, Any]) -> dict[str, Queue]:
     return queues
 
 
-def _node(spec: dict[str, Any], index: int) -> Node:
+def node_model(spec: dict[str, Any], index: int) -> Node:
+    """The node of one scenario node spec (no tasks yet), at row `index` of the node table."""
     labels = {str(k): str(v) for k, v in (spec.get("labels") or {}).items()}
     strategy = spec.get("migStrategy", "none")
     mig = {k: float(v) for k, v in (spec.get("mig") or {}).items()}
@@ -305,16 +310,22 @@ def _task(job: dict[str, Any], index: int, spec: dict[str, Any], created: float,
 
 
 def _job(scn: Scenario, order: int, spec: dict[str, Any]) -> Job:
+    return job_model(spec, order, scn.now - 60.0 * float(spec.get("createdMinutesAgo", 0)),
+                     scn.last_start.get(spec["name"]), scn.stale_since.get(spec["name"]))
+
+
+def job_model(spec: dict[str, Any], order: int, created: float, last_start: float | None,
+              stale_since: float | None) -> Job:
+    """The job of one scenario job spec, created at `created` on the scenario clock."""
     tasks_spec = spec.get("tasks") or []
-    created = scn.now - 60.0 * float(spec.get("createdMinutesAgo", 0))
     root, pod_sets = _sub_groups(spec, len(tasks_spec))
     priority = int(spec.get("priority", 50))
     preemptible = spec.get("preemptible")
     job = Job(
         uid=spec["name"], name=spec["name"], namespace=spec.get("namespace", "default"), queue=spec["queue"],
         priority=priority, preemptible=bool(preemptible) if preemptible is not None else priority < 100,
-        created=created, root=root, pod_sets=pod_sets, last_start=scn.last_start.get(spec["name"]),
-        stale_since=scn.stale_since.get(spec["name"]), deleted=bool(spec.get("deleted", False)), order=order,
+        created=created, root=root, pod_sets=pod_sets, last_start=last_start,
+        stale_since=stale_since, deleted=bool(spec.get("deleted", False)), order=order,
     )
     shared = _request(spec.get("perTask") or {}, None)   # immutable: one object for the job's plain tasks
     for i, t in enumerate(tasks_spec):
@@ -322,9 +333,18 @@ def _job(scn: Scenario, order: int, spec: dict[str, Any]) -> Job:
     return job
 
 
+def spec_clock(spec: dict[str, Any], now: float = 0.0) -> tuple[float, float | None, float | None]:
+    """A job spec's creation, last start and stale-since times on a scenario clock at `now`, read
+    as a loaded scenario reads them."""
+    last = spec.get("lastStartMinutesAgo")
+    stale = spec.get("staleSeconds")
+    return (now - 60.0 * float(spec.get("createdMinutesAgo", 0)), None if last is None else -60.0 * float(last),
+            None if stale is None else -float(stale))
+
+
 def _build(scn: Scenario) -> ClusterInfo:
     doc = scn.doc
-    nodes = {n["name"]: _node(n, i) for i, n in enumerate(doc.get("nodes") or [])}
+    nodes = {n["name"]: node_model(n, i) for i, n in enumerate(doc.get("nodes") or [])}
     jobs = {j["name"]: _job(scn, i, j) for i, j in enumerate(scn.jobs)}
     for job in jobs.values():
         for task in job.tasks.values():
@@ -333,8 +353,11 @@ def _build(scn: Scenario) -> ClusterInfo:
                     nodes[task.node].add_task(task)
                 except ValueError as e:
                     raise ScenarioError(scn.file, f"jobs[{job.name}].tasks[{task.name}]", str(e)) from e
-    topologies = {t["name"]: Topology(t["name"], tuple(t["levels"])) for t in doc.get("topologies") or []}
-    return ClusterInfo(nodes=nodes, jobs=jobs, queues=_queues(doc), topologies=topologies, now=scn.now)
+    return ClusterInfo(nodes=nodes, jobs=jobs, queues=queues_model(doc), topologies=topologies_model(doc), now=scn.now)
+
+
+def topologies_model(doc: dict[str, Any]) -> dict[str, Topology]:
+    return {t["name"]: Topology(t["name"], tuple(t["levels"])) for t in doc.get("topologies") or []}
 
 
 # ---- settling between cycles ------------------------------------------------------------------

@@ -26,6 +26,9 @@ def register(sub: Any) -> None:
                         "this time (default %(default)s)")
     p.add_argument("--sync-timeout", type=positive(seconds), default=60.0, metavar="DURATION",
                    help="how long the informers' first lists may take (default %(default)s)")
+    p.add_argument("--full-snapshots", action="store_true",
+                   help="rebuild every cycle's snapshot whole (the reference path) instead of from the objects "
+                        "changed since the last cycle")
     daemon_arguments(p, retry_period=5.0)    # the reference scheduler's retry period
     p.set_defaults(run=run)
 
@@ -42,5 +45,5 @@ def run(args: argparse.Namespace) -> int:
         namespace=args.lease_namespace or own_namespace(),
         lease=LeaseTimings(args.lease_duration, args.renew_deadline, args.retry_period),
         bind_backoff_limit=args.bind_backoff_limit, event_window=args.event_window, sync_timeout=args.sync_timeout,
-        log_format=args.log_format)
+        log_format=args.log_format, full_snapshots=args.full_snapshots)
     return serve(settings)

@@ -62,7 +62,7 @@ def run(settings: Settings) -> int:
             stack.callback(endpoints.stop)
         api = KubeApi(settings.kubeconfig, settings.context)
         stack.callback(api.close)
-        source = K8sSource(api, settings.scheduler_name, settings.shard)
+        source = K8sSource(api, settings.scheduler_name, settings.shard, delta=not settings.full_snapshots)
         source.start(settings.sync_timeout)
         stack.callback(source.stop)
         partition = _partition(source, settings, readiness, stopping)

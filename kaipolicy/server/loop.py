@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from kaipolicy import metrics
 from kaipolicy.cache.k8s_source import K8sSource
-from kaipolicy.cache.scenario_source import scenario_from_doc
+from kaipolicy.cache.scenario_source import scenario_settings
 from kaipolicy.cycle import CycleResult, paused_gc, run_cycle
 from kaipolicy.daemon.leader import LeaderElector
 from kaipolicy.errors import KaipolicyError
@@ -77,9 +77,8 @@ class Loop:
         start = time.perf_counter()
         try:
             with paused_gc():
-                assembly = self.source.scenario()
-                scenario = scenario_from_doc(assembly.doc, f"cluster {self.source.api.host}", validate=False)
-                cluster = scenario.snapshot()
+                assembly, cluster = self.source.cycle()
+            scenario = scenario_settings(assembly.doc, f"cluster {self.source.api.host}")
             config = config_from(scenario.config, actions=scenario.actions, where="the shard's configuration",
                                  params=Params.from_scenario(scenario.params, scenario.stale_grace_seconds))
             policy = self._policy(config)

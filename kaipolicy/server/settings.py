@@ -27,6 +27,7 @@ class Settings:
     sync_timeout: float = 60.0              # for the informers' first lists
     catch_up_timeout: float = 30.0          # for the informers to show this scheduler's own writes
     log_format: str = "json"
+    full_snapshots: bool = False            # every cycle's snapshot rebuilt whole, not from the changes
 
     def __post_init__(self) -> None:
         checks = [

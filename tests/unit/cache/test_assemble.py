@@ -181,6 +181,16 @@ def test_a_pod_naming_a_sub_group_its_group_lacks_is_left_out_with_a_problem() -
     assert [str(p) for p in out.problems] == ["Pod/ns/x: sub-group 'typo' is not a leaf sub-group of pod group g"]
 
 
+def test_a_bare_pod_naming_a_sub_group_is_left_out_with_a_problem_instead_of_failing_the_snapshot() -> None:
+    # regression: the job of a bare pod has no sub-groups, and building it failed with a KeyError
+    out = run(queue("q"), node("n"), pod("w", node="n", phase="Running", labels={"kai.scheduler/subgroup-name": "workers"}),
+              pod("ok"))
+    assert sorted(jobs(out)) == ["ns/ok"]
+    assert [str(p) for p in out.problems] == ["Pod/ns/w: sub-group 'workers' does not exist: the pod names no pod group"]
+    assert out.doc["nodes"][0]["otherPods"]["count"] == 1    # still holds its node
+    scenario_from_doc(out.doc, "<test>").snapshot()
+
+
 def test_an_empty_partition_serves_the_objects_without_the_label_and_a_named_one_its_own() -> None:
     objects = (queue("free"), queue("pooled", labels={POOL: "a"}), queue("blank", labels={POOL: ""}),
                node("free"), node("pooled", labels={POOL: "a"}))
@@ -245,3 +255,16 @@ def test_a_gpu_sharing_reservation_pod_is_nobodys_job_and_its_gpu_is_the_groups(
     out = run(queue("q"), node("n"), reservation)
     assert not out.doc["jobs"]
     assert out.doc["nodes"][0]["otherPods"] == {"count": 1, "cpuMillis": 1000, "memoryBytes": 2**30, "gpus": 0}
+
+
+def test_the_document_does_not_depend_on_the_order_the_objects_arrived_in() -> None:
+    # regression: other pods' GPU fractions were summed, and a group's problems listed, in arrival order
+    others = [pod(f"o{i}", queue=None, node="n", phase="Running", scheduler="default-scheduler",
+                  annotations={"gpu-fraction": fraction}) for i, fraction in enumerate(("0.1", "0.2", "0.3"))]
+    members = [pod(f"m{i}", group="g", labels={"kai.scheduler/subgroup-name": f"typo{i}"}) for i in range(3)]
+    first = run(queue("q"), node("n"), group("g", subGroups=[{"name": "workers", "minMember": 1}]), *others, *members)
+    second = run(queue("q"), node("n"), group("g", subGroups=[{"name": "workers", "minMember": 1}]),
+                 *reversed(others), *reversed(members))
+    assert first.doc == second.doc
+    assert [str(p) for p in first.problems] == [str(p) for p in second.problems]
+    assert first.doc["nodes"][0]["otherPods"]["gpus"] == (0.1 + 0.2) + 0.3

@@ -44,3 +44,14 @@ def test_a_bad_flag_value_exits_with_argparses_message(capsys: pytest.CaptureFix
         build_parser().parse_args(["run", "--schedule-period", "soon"])
     assert exit_.value.code == 2
     assert "--schedule-period: 'soon' is not a duration" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flags", "full"), [([], False), (["--full-snapshots"], True)])
+def test_run_builds_snapshots_from_the_changes_unless_told_to_build_them_whole(
+        flags: list[str], full: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kaipolicy.server import app
+    taken = []
+    monkeypatch.setattr(app, "run", lambda settings: taken.append(settings) or 0)
+    args = build_parser().parse_args(["run", "--lease-namespace", "ops", *flags])
+    assert args.run(args) == 0
+    assert [s.full_snapshots for s in taken] == [full]

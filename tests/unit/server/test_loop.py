@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from kaipolicy import metrics
+from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.cache.assemble import Assembly
 from kaipolicy.cache.outbox import Outbox
+from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.rules import Bundle
 from kaipolicy.server.commit import Committer
 from kaipolicy.server.loop import Loop
@@ -61,6 +63,10 @@ class FakeSource:
 
     def scenario(self) -> Assembly:
         return Assembly(copy.deepcopy(self.doc), [], self.origins, NOW)
+
+    def cycle(self) -> tuple[Assembly, ClusterInfo]:
+        out = self.scenario()
+        return out, scenario_from_doc(out.doc, "<fake>", validate=False).snapshot()
 
     def rule_bundle(self) -> None:
         return None
