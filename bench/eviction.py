@@ -27,6 +27,8 @@ from kaipolicy.simulate import simulate
 
 TARGETS = {("reclaim", 500): 1.0, ("reclaim", 1000): 5.0}
 PARAMS = {"maxConsolidationPreemptees": 16, "allowConsolidatingReclaim": True, "useSchedulingSignatures": True}
+#: The reference's test session (test_utils.CreateFakeSession): no cap, signatures off.
+REFERENCE_PARAMS = {"maxConsolidationPreemptees": 0, "allowConsolidatingReclaim": True, "useSchedulingSignatures": False}
 
 
 def _nodes(n: int) -> list[dict[str, Any]]:
@@ -74,18 +76,24 @@ def consolidation_shape(n: int) -> dict[str, Any]:
 
 
 def mixed_shape(n: int, n_jobs: int, actions: list[str]) -> dict[str, Any]:
-    """The reference's BenchmarkPreempt/Consolidation/FullSchedulingCycle topology: n nodes x 8
-    GPUs, n_jobs one-GPU train jobs over 4 queues in 2 departments (each queue deserving a quarter
-    of the GPUs), even-numbered ones running on node i % n, odd ones pending."""
+    """The reference's BenchmarkPreempt/Consolidation/FullSchedulingCycle topology as its test
+    helpers build it: n nodes (`node-0` ...) x 8 GPUs with 20,000 CPU cores and 20 GB, n_jobs
+    one-GPU train jobs (1 CPU, 1 GB) over 4 queues in 2 departments (each queue deserving a
+    quarter of the GPUs), job i created n_jobs - i minutes ago, even-numbered ones running on
+    node i % n, odd ones pending; the test session's parameters (no cap on consolidation's
+    preemptees, no scheduling signatures)."""
     total = n * 8
     queues = [{"name": f"queue-{i}", "parent": "dept-a" if i < 2 else "dept-b", "deserved": {"gpu": total / 4},
                "overQuotaWeight": {"gpu": 1}, "creationOrder": i + 2} for i in range(4)]
     depts = [{"name": d, "deserved": {"gpu": total / 2}, "creationOrder": i} for i, d in enumerate(("dept-a", "dept-b"))]
+    nodes = [{"name": f"node-{i}", "gpus": 8, "gpuMemoryMiB": 40000, "cpuMillis": 20_000_000, "memoryBytes": 20 * 10**9,
+              "maxPods": 110, "labels": {"nvidia.com/gpu.count": "8", "kai.scheduler/type": f"node-{i}"}}
+             for i in range(n)]
     jobs = [_job(f"job-{i}", f"queue-{i % 4}", 50, 1,
-                 [{"state": "Running", "node": f"node-{i % n:04d}"} if i % 2 == 0 else {"state": "Pending"}], 1)
+                 [{"state": "Running", "node": f"node-{i % n}"} if i % 2 == 0 else {"state": "Pending"}], n_jobs - i)
             for i in range(n_jobs)]
     doc = _doc(actions[0] if len(actions) == 1 else "full cycle", n, queues, jobs)
-    doc.update(actions=actions, departments=depts, defaultDepartment=False)
+    doc.update(actions=actions, departments=depts, defaultDepartment=False, nodes=nodes, params=REFERENCE_PARAMS)
     return doc
 
 
