@@ -39,6 +39,11 @@ Validator = Callable[[Job, Scenario], Outcome]
 #: the rest of the pending jobs too, as the reference does; the tests compare both).
 STOP_AFTER_LAST_TURN = True
 
+#: With one job left to take part, it takes its turn at once (False: pop the pending jobs ahead
+#: of it one by one, as the reference does; the tests compare both). Popping changes no session
+#: state, so that job is placed on the same cluster whenever its turn comes.
+LAST_TURN_AT_ONCE = True
+
 
 @dataclass
 class Solution:
@@ -225,7 +230,7 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
     # in the ordering: popping them would change nothing.
     unplaced = set(jobs)
     while (unplaced or not STOP_AFTER_LAST_TURN) and not order.empty():
-        job = order.pop()
+        job = _last_turn(order, jobs, unplaced) or order.pop()
         if job is None:
             break
         unplaced.discard(job.uid)
@@ -236,6 +241,17 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
         elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
     return placed
+
+
+def _last_turn(order: _KeyedOrder, jobs: dict[str, Job], unplaced: set[str]) -> Job | None:
+    """The one job left to take part, when it is still in the order: every job popped before it
+    would only be passed over (nothing is placed between the turns of the jobs taking part), and
+    an order without a depth cap pops every job it holds, so its turn would come on the cluster
+    as it is now."""
+    if not (LAST_TURN_AT_ONCE and STOP_AFTER_LAST_TURN) or len(unplaced) != 1:
+        return None
+    uid = next(iter(unplaced))
+    return jobs[uid] if order.holds(uid) else None
 
 
 def _preemptor_cannot_fit(ssn: Session, preemptor: Job, nodes: list[Node], victim_tasks: list[Task]) -> bool:
@@ -284,6 +300,18 @@ class _KeyedOrder(JobsByQueue):
     def __init__(self, ssn: Session, memo: dict[tuple[Any, ...], tuple[Any, ...]]) -> None:
         super().__init__(ssn)
         self.memo = memo
+        self.popped_uids: set[str] = set()
+
+    def holds(self, uid: str) -> bool:
+        """The job was loaded and not popped yet (this order has no depth cap, so a job pushed
+        stays until it is popped)."""
+        return uid in self._job_keys and uid not in self.popped_uids
+
+    def pop(self) -> Job | None:
+        job = super().pop()
+        if job is not None:
+            self.popped_uids.add(job.uid)
+        return job
 
     def key_of(self, job: Job) -> tuple[Any, ...]:
         if self.ssn.cluster.jobs.get(job.uid) is not job:
