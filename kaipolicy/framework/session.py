@@ -77,6 +77,7 @@ class Session:
         self.refusals: Counter[str] = Counter()   # allow rules' refusals since the eviction loop's last job
         self._job_keys_pure = False
         self._job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._whole_job_keys: dict[tuple[str, int], tuple[Any, ...]] = {}
         self.builtins = builtins or {}
         self.shares = fairshare.Shares.build(cluster, k_value)
         self.node_list = sorted(cluster.nodes.values(), key=lambda n: n.name)
@@ -128,6 +129,7 @@ class Session:
         # Job keys can be remembered per job state unless a job-order rule consults the session.
         self._job_keys_pure = all("cluster" not in r.reads for r in self.hooks["jobOrder"])
         self._job_keys.clear()
+        self._whole_job_keys.clear()
 
     # ---- state changes (called by the Statement) ----------------------------------------------
     def statement(self) -> Statement:
@@ -286,6 +288,14 @@ class Session:
     def job_key(self, job: Job) -> tuple[Any, ...]:
         if not self._job_keys_pure:
             return (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+        whole = self.cluster.jobs.get(job.uid) is job
+        if whole:
+            # a whole job's tasks and gang sizes are fixed, and its task statuses change only
+            # through set_status: its count of status changes stands for the state below
+            counted = (job.uid, self.status_changes.get(job.uid, 0))
+            key = self._whole_job_keys.get(counted)
+            if key is not None:
+                return key
         # what job-order rules can see change only with task statuses and gang sizes (the
         # solver's partial copies of a job share its uid but not its tasks or minimums)
         state = (job.uid, tuple((t.uid, t.status) for t in job.tasks.values()),
@@ -293,6 +303,8 @@ class Session:
         key = self._job_keys.get(state)
         if key is None:
             key = self._job_keys[state] = (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+        if whole:
+            self._whole_job_keys[counted] = key
         return key
 
     def task_key(self, task: Task, job: Job) -> tuple[Any, ...]:
