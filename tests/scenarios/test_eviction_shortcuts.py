@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from kaipolicy.actions import ordering
+from kaipolicy.actions import consolidation, ordering
 from kaipolicy.actions.solver import solve
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.errors import KaipolicyError
+from kaipolicy.framework import session
 from kaipolicy.framework.audit import Audit
 from kaipolicy.simulate import simulate, without_timings
 from tests.fuzz.generate import scenario
@@ -31,6 +32,11 @@ BLOCK = 60
 SHORTCUTS = {
     "victim queues judged by a running sum of the victims taken": (ordering, "SUM_TAKEN_VICTIMS"),
     "a simulation stops after the last job that takes part": (solve, "STOP_AFTER_LAST_TURN"),
+    "the last job to take part takes its turn at once": (solve, "LAST_TURN_AT_ONCE"),
+    "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
+    "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
+    "a whole job's order key remembered by its count of status changes": (session, "WHOLE_JOB_KEYS_BY_COUNT"),
+    "queue keys remembered by allocation, request and victims": (session, "SHARE_KEYED_QUEUE_KEYS"),
 }
 
 
