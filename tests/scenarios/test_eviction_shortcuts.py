@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from kaipolicy.actions import consolidation, ordering
-from kaipolicy.actions.solver import solve
+from kaipolicy.actions.solver import filters, solve
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.framework import session
@@ -35,6 +35,7 @@ SHORTCUTS = {
     "the last job to take part takes its turn at once": (solve, "LAST_TURN_AT_ONCE"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
+    "the idle-GPU filter reads each node's free GPUs kept in the node table": (filters, "FREE_GPUS_KEPT"),
     "a whole job's order key remembered by its count of status changes": (session, "WHOLE_JOB_KEYS_BY_COUNT"),
     "queue keys remembered by allocation, request and victims": (session, "SHARE_KEYED_QUEUE_KEYS"),
 }

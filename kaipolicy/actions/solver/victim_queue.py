@@ -40,22 +40,38 @@ class VictimQueue(JobsByQueue):
     def fill(self, jobs: Sequence[Job]) -> VictimQueue:
         """Load whole jobs (already filtered); leaves are created in input order."""
         queues = self.ssn.cluster.queues
-        by_leaf: dict[str, list[Job]] = {}
-        for job in sorted(jobs, key=lambda j: j.order):
-            q = queues.get(job.queue)
+        # grouped by queue name first and each queue checked once: a leaf comes where its first
+        # job comes in job order, as when every job was checked
+        by_queue: dict[str, list[Job]] = {}
+        for job in sorted(jobs, key=_order):
+            members = by_queue.get(job.queue)
+            if members is None:
+                members = by_queue[job.queue] = []
+            members.append(job)
+        keys = self._job_keys
+        key_of = self.key_of
+        for name, members in by_queue.items():
+            q = queues.get(name)
             if q is None or (q.parent and q.parent not in queues) or not q.is_leaf:
                 continue
-            by_leaf.setdefault(q.uid, []).append(job)
-        for quid, members in by_leaf.items():
-            for j in members:
-                self._job_keys[j.uid] = self.key_of(j)
-            members.sort(key=lambda j: self._job_keys[j.uid], reverse=True)
-            leaf = _QueueNode(queues[quid], True, GoHeap(self._job_less))
-            leaf.children.items = members
-            self.nodes[quid] = leaf
+            keyed = [(key_of(j), j) for j in members]
+            keyed.sort(key=_first, reverse=True)   # keys end with the job's uid: no two are equal
+            for key, j in keyed:
+                keys[j.uid] = key
+            leaf = _QueueNode(q, True, GoHeap(self._job_less))
+            leaf.children.items = [j for _, j in keyed]
+            self.nodes[q.uid] = leaf
             self._link(leaf)
             self._mark(leaf)
         return self
+
+
+def _order(job: Job) -> int:
+    return job.order
+
+
+def _first(pair: tuple[tuple[Any, ...], Job]) -> tuple[Any, ...]:
+    return pair[0]
 
 
 class OneLeafQueue:
@@ -121,7 +137,7 @@ class ScenarioBuilder:
         self.scenario = scenario
         self.queue = queue
         self.recorded = {t.uid for t in scenario.recorded_tasks}
-        self.filters = build_filters(scenario, feasible, ssn.cluster.nodes)
+        self.filters = build_filters(scenario, feasible, ssn.cluster.nodes, ssn.table)
         self.filtered = 0
 
     def first(self) -> Scenario | None:
