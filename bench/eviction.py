@@ -25,7 +25,13 @@ from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.cli.bundle import load
 from kaipolicy.simulate import simulate
 
-TARGETS = {("reclaim", 500): 1.0, ("reclaim", 1000): 5.0}
+TARGETS = {("reclaim", 500): 1.0, ("reclaim", 1000): 5.0, ("reference-consolidation", 50): 0.149}
+#: The reference's Go, its actions alone on the same shapes, measured on the development machine
+#: (bench/README.md, "reference shapes vs Go"); consolidation 50 x 200's is also its target.
+REFERENCE_GO_SECONDS = {("reference-preempt", 10): 0.0009, ("reference-preempt", 50): 0.0104,
+                        ("reference-consolidation", 10): 0.0150, ("reference-consolidation", 50): 0.149,
+                        ("reference-full-cycle", 10): 0.0027, ("reference-full-cycle", 50): 0.0190,
+                        ("reference-full-cycle", 100): 0.0872}
 PARAMS = {"maxConsolidationPreemptees": 16, "allowConsolidatingReclaim": True, "useSchedulingSignatures": True}
 #: The reference's test session (test_utils.CreateFakeSession): no cap, signatures off.
 REFERENCE_PARAMS = {"maxConsolidationPreemptees": 0, "allowConsolidatingReclaim": True, "useSchedulingSignatures": False}
@@ -108,21 +114,31 @@ SHAPES = {"reclaim": reclaim_shape, "preempt": preempt_shape, "consolidation": c
 def measure(bundle: Any, kind: str, n: int, repeat: int) -> dict[str, Any]:
     doc = SHAPES[kind](n)
     times = []
+    action_times = []
     result = None
     for _ in range(repeat):
         scn = scenario_from_doc(doc, f"<bench {kind} {n}>")
         t0 = time.perf_counter()
         result = simulate(scn, bundle)
         times.append(time.perf_counter() - t0)
+        phases = result.per_cycle[0]["seconds"]
+        action_times.append(sum(v for k, v in phases.items() if k in doc["actions"]))
     assert result is not None
     ssn = result.last
     out: dict[str, Any] = {"action": kind, "nodes": n, "jobs": len(doc["jobs"]), "medianSeconds": round(statistics.median(times), 4),
-                           "minSeconds": round(min(times), 4), "binds": len(ssn.binds), "evictions": len(ssn.evictions),
+                           "minSeconds": round(min(times), 4),
+                           "actionsMedianSeconds": round(statistics.median(action_times), 4),
+                           "binds": len(ssn.binds), "evictions": len(ssn.evictions),
                            "pipelined": len(ssn.pipelines), "repeat": repeat}
     target = TARGETS.get((kind, n))
     if target is not None:
         out["targetSeconds"] = target
         out["withinTarget"] = out["medianSeconds"] <= target
+    go = REFERENCE_GO_SECONDS.get((kind, n))
+    if go is not None:
+        # the reference's figure times its actions alone (its session is built with the timer off)
+        out["referenceGoActionsSeconds"] = go
+        out["actionsVsGo"] = round(out["actionsMedianSeconds"] / go, 2)
     return out
 
 

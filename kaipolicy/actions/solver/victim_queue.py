@@ -30,8 +30,11 @@ class VictimQueue(JobsByQueue):
         self.key_memo = keys
 
     def key_of(self, job: Job) -> tuple[Any, ...]:
-        whole = self.ssn.cluster.jobs.get(job.uid) is job
-        memo = (job.uid, None if whole else frozenset(job.tasks))
+        if self.ssn.cluster.jobs.get(job.uid) is job:
+            # a whole job: the session remembers its key per state (keys are asked only while the
+            # session is as it was when the job's solving started)
+            return self.ssn.job_key(job)
+        memo = (job.uid, frozenset(job.tasks))
         key = self.key_memo.get(memo)
         if key is None:
             key = self.key_memo[memo] = self.ssn.job_key(job)
@@ -107,14 +110,14 @@ class VictimSource:
         self.keys = VictimQueue(ssn, self.memo)
         queues = ssn.cluster.queues
         leaves: set[str] = set()
-        for j in jobs:
-            q = queues.get(j.queue)
+        for name in dict.fromkeys(j.queue for j in jobs):   # each queue checked once
+            q = queues.get(name)
             if q is not None and not (q.parent and q.parent not in queues) and q.is_leaf:
                 leaves.add(q.uid)
         self.jobs = [j for j in jobs if j.queue in leaves]
         self.one_leaf = len(leaves) == 1
         self.ascending = sorted(self.jobs, key=self.keys.key_of) if self.one_leaf else []
-        self.task_owner = {t: j.uid for j in self.jobs for t in j.tasks}
+        self.task_owner = {t: j.uid for j in self.jobs for t in j.tasks} if self.one_leaf else {}
 
     def queue(self, recorded: set[str]) -> VictimOrder:
         if self.one_leaf:
