@@ -20,7 +20,7 @@ from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
 from kaipolicy.actions.solver.scenario import Scenario
-from kaipolicy.actions.solver.victim_queue import ScenarioBuilder, VictimSource
+from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, VictimSource
 from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
@@ -96,7 +96,11 @@ class JobSolver:
         # The session is in the same state at every partial job's start, so the eligible
         # victims, their keys and their order are computed once per job.
         if self._victims is None:
-            self._victims = VictimSource(self.ssn, self._victims_fn())
+            memo = ("victim-leaves", self.action)
+            kept = self.ssn.cache.get(memo)
+            if kept is None:
+                kept = self.ssn.cache[memo] = KeptLeaves()
+            self._victims = VictimSource(self.ssn, self._victims_fn(), kept)
         return self._victims
 
     def pending_order(self) -> SortedJobs:
