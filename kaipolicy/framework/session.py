@@ -332,10 +332,20 @@ class Session:
     def queue_key(self, queue: Queue, job: Job | None, victims: Sequence[Job] = ()) -> tuple[Any, ...]:
         # pending orders judge a queue by its next job, victim orders by the victims already
         # taken from it plus its next one (job is then None)
-        if self._queue_keys_by_share and self.coverage is None and SHARE_KEYED_QUEUE_KEYS:
+        if self.queue_keys_remembered:
             return self._share_keyed(queue, job, victims)
         env = self._env(queue=queue, job=job, victims=victims if isinstance(victims, list) else list(victims))
         return (*self._key("queueOrder", env), queue.created, queue.uid)
+
+    @property
+    def queue_keys_remembered(self) -> bool:
+        """Queue keys are remembered by queue allocation, request and victims (see _share_keyed)."""
+        return self._queue_keys_by_share and self.coverage is None and SHARE_KEYED_QUEUE_KEYS
+
+    @staticmethod
+    def key_failed(key: tuple[Any, ...]) -> bool:
+        """An order key holding a rule's error (asking again records the error again)."""
+        return any(isinstance(part, tuple) and len(part) == 1 and part[0] is LAST for part in key)
 
     def _share_keyed(self, queue: Queue, job: Job | None, victims: Sequence[Job]) -> tuple[Any, ...]:
         """queue_key when the one queue-order rule is the proportion built-in's key: a value of
@@ -352,7 +362,7 @@ class Session:
         if key is None:
             env = self._env(queue=queue, job=job, victims=victims if isinstance(victims, list) else list(victims))
             key = (*self._key("queueOrder", env), queue.created, queue.uid)
-            if not any(len(part) == 1 and part[0] is LAST for part in key[:-2]):
+            if not self.key_failed(key):
                 if len(self._queue_keys) >= capacity.ORDER_KEYS_KEPT:
                     self._queue_keys.clear()
                 self._queue_keys[state] = key

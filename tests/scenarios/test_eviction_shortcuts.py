@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from kaipolicy.actions import consolidation, ordering
-from kaipolicy.actions.solver import filters, solve
+from kaipolicy.actions.solver import filters, solve, victim_queue
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.framework import session
@@ -33,8 +33,10 @@ SHORTCUTS = {
     "victim queues judged by a running sum of the victims taken": (ordering, "SUM_TAKEN_VICTIMS"),
     "a simulation stops after the last job that takes part": (solve, "STOP_AFTER_LAST_TURN"),
     "the last job to take part takes its turn at once": (solve, "LAST_TURN_AT_ONCE"),
+    "a streak of pops from one leaf queue made without re-ordering": (solve, "STREAKS_POPPED_AT_ONCE"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
+    "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),
     "the idle-GPU filter reads each node's free GPUs kept in the node table": (filters, "FREE_GPUS_KEPT"),
     "a whole job's order key remembered by its count of status changes": (session, "WHOLE_JOB_KEYS_BY_COUNT"),
     "queue keys remembered by allocation, request and victims": (session, "SHARE_KEYED_QUEUE_KEYS"),
