@@ -5,6 +5,7 @@ same audit log (detailed) as with it on."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -85,3 +86,19 @@ def test_a_shared_scenario_decides_alike_with_the_shortcuts_off(path: Path) -> N
 def test_random_scenarios_decide_alike_with_the_shortcuts_off(start: int) -> None:
     differ = [seed for seed in range(start, start + BLOCK) if not same_with_and_without_shortcuts(scenario(seed))]
     assert differ == []
+
+
+def _bench_shapes() -> Any:
+    """bench/eviction.py, whose shapes are the reference's benchmarks (long runs of alike jobs)."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "eviction.py"
+    spec = importlib.util.spec_from_file_location("bench_eviction", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("kind", "nodes"), [("reference-consolidation", 10), ("reference-consolidation", 50),
+                                             ("reference-full-cycle", 10), ("consolidation", 10), ("preempt", 10)])
+def test_the_benchmark_shapes_decide_alike_with_the_shortcuts_off(kind: str, nodes: int) -> None:
+    assert same_with_and_without_shortcuts(_bench_shapes().SHAPES[kind](nodes))
