@@ -112,7 +112,8 @@ def _attempt(ssn: Session, job: Job) -> tuple[bool, Statement | None, list[Task]
             out.append(v)
         return out
 
-    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job), victims, all_placed_again, RULE)
+    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job, ssn.table), victims,
+                       all_placed_again, RULE)
     return solver.solve(job)
 
 
@@ -134,11 +135,7 @@ class _VictimJobs:
         self.jobs = sorted(ssn.cluster.jobs.values(), key=lambda j: j.order)
         self.known: dict[str, tuple[int, bool]] = {}
 
-    def could_be_victim(self, job: Job) -> bool:
-        count = self.ssn.status_changes.get(job.uid, 0)
-        known = self.known.get(job.uid)
-        if known is not None and known[0] == count:
-            return known[1]
+    def ask(self, job: Job, count: int) -> bool:
         ssn = self.ssn
         answer = (has_live_pod(ssn, job) and job.preemptible
                   and any(ssn.evictable(t) for t in job.tasks.values()))
@@ -151,10 +148,18 @@ def _victims_kept(ssn: Session, preemptor: Job, cap: int) -> list[Job]:
     kept = ssn.cache.get(("consolidation-victims",))
     if kept is None:
         kept = ssn.cache[("consolidation-victims",)] = _VictimJobs(ssn)
+    counts, known = ssn.status_changes, kept.known
     out: list[Job] = []
     for v in kept.jobs:
         if cap > 0 and len(out) > cap:
             break   # the list only grows: no later job gets in
-        if v.uid != preemptor.uid and kept.could_be_victim(v):
+        if v.uid == preemptor.uid:
+            continue
+        count = counts.get(v.uid, 0)
+        answer = known.get(v.uid)
+        if answer is None or answer[0] != count:
+            if kept.ask(v, count):
+                out.append(v)
+        elif answer[1]:
             out.append(v)
     return out

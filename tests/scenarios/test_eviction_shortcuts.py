@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from kaipolicy.actions import consolidation, ordering
-from kaipolicy.actions.solver import filters, solve, victim_queue
+from kaipolicy.actions.solver import filters, solve, victim_queue, views
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.framework import session
@@ -38,6 +38,7 @@ SHORTCUTS = {
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),
+    "feasible nodes read from each node's idle and releasing GPUs kept in the node table": (views, "GPU_ROOM_KEPT"),
     "the idle-GPU filter reads each node's free GPUs kept in the node table": (filters, "FREE_GPUS_KEPT"),
     "a whole job's order key remembered by its count of status changes": (session, "WHOLE_JOB_KEYS_BY_COUNT"),
     "queue keys remembered by allocation, request and victims": (session, "SHARE_KEYED_QUEUE_KEYS"),

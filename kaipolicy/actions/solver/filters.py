@@ -14,9 +14,8 @@ import bisect
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
-import numpy as np
-
 from kaipolicy.actions.solver.scenario import Scenario
+from kaipolicy.actions.solver.views import gpu_room
 from kaipolicy.api.job import SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Task
@@ -104,9 +103,9 @@ class IdleGpus:
         if table is None or not FREE_GPUS_KEPT:
             self.capacity: dict[str, float] = {n.name: free_gpus(n) for n in nodes}
         else:
-            # the table keeps every node's value, recomputed on the nodes changed since
-            kept = table.derived(("free-gpus",), lambda: np.array([free_gpus(n) for n in table.nodes], dtype=float),
-                                 free_gpus).tolist()
+            # the table keeps every node's idle and releasing GPUs; their sums are free_gpus'
+            idle, releasing = gpu_room(table)
+            kept = (idle + releasing).tolist()
             self.capacity = {n.name: kept[n.index] for n in nodes}
         self.top: list[str] = []          # up to k node names, most free GPUs first
         self._keys: list[float] = []      # -capacity of `top`, for bisect
