@@ -321,7 +321,7 @@ class Session:
             key = self._job_keys[state] = (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
         if whole:
             if len(self._whole_job_keys) >= capacity.ORDER_KEYS_KEPT:
-                self._whole_job_keys.clear()   # counts only grow: old entries are never asked again
+                self._whole_job_keys.clear()   # what is dropped is found again by its state below
             self._whole_job_keys[counted] = key
         return key
 
