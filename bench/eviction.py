@@ -26,7 +26,17 @@ from kaipolicy.cli.bundle import load
 from kaipolicy.simulate import simulate
 
 TARGETS = {("reclaim", 500): 1.0, ("reclaim", 1000): 5.0}
+#: The reference's Go, its actions alone on the same shapes, measured on the development machine
+#: (bench/README.md, "reference shapes vs Go"); the actions here at most as long is the target
+#: for the shapes in AT_MOST_GO (issue 10).
+AT_MOST_GO = {("reference-consolidation", 50)}
+REFERENCE_GO_SECONDS = {("reference-preempt", 10): 0.0009, ("reference-preempt", 50): 0.0104,
+                        ("reference-consolidation", 10): 0.0150, ("reference-consolidation", 50): 0.149,
+                        ("reference-full-cycle", 10): 0.0027, ("reference-full-cycle", 50): 0.0190,
+                        ("reference-full-cycle", 100): 0.0872}
 PARAMS = {"maxConsolidationPreemptees": 16, "allowConsolidatingReclaim": True, "useSchedulingSignatures": True}
+#: The reference's test session (test_utils.CreateFakeSession): no cap, signatures off.
+REFERENCE_PARAMS = {"maxConsolidationPreemptees": 0, "allowConsolidatingReclaim": True, "useSchedulingSignatures": False}
 
 
 def _nodes(n: int) -> list[dict[str, Any]]:
@@ -74,18 +84,24 @@ def consolidation_shape(n: int) -> dict[str, Any]:
 
 
 def mixed_shape(n: int, n_jobs: int, actions: list[str]) -> dict[str, Any]:
-    """The reference's BenchmarkPreempt/Consolidation/FullSchedulingCycle topology: n nodes x 8
-    GPUs, n_jobs one-GPU train jobs over 4 queues in 2 departments (each queue deserving a quarter
-    of the GPUs), even-numbered ones running on node i % n, odd ones pending."""
+    """The reference's BenchmarkPreempt/Consolidation/FullSchedulingCycle topology as its test
+    helpers build it: n nodes (`node-0` ...) x 8 GPUs with 20,000 CPU cores and 20 GB, n_jobs
+    one-GPU train jobs (1 CPU, 1 GB) over 4 queues in 2 departments (each queue deserving a
+    quarter of the GPUs), job i created n_jobs - i minutes ago, even-numbered ones running on
+    node i % n, odd ones pending; the test session's parameters (no cap on consolidation's
+    preemptees, no scheduling signatures)."""
     total = n * 8
     queues = [{"name": f"queue-{i}", "parent": "dept-a" if i < 2 else "dept-b", "deserved": {"gpu": total / 4},
                "overQuotaWeight": {"gpu": 1}, "creationOrder": i + 2} for i in range(4)]
     depts = [{"name": d, "deserved": {"gpu": total / 2}, "creationOrder": i} for i, d in enumerate(("dept-a", "dept-b"))]
+    nodes = [{"name": f"node-{i}", "gpus": 8, "gpuMemoryMiB": 40000, "cpuMillis": 20_000_000, "memoryBytes": 20 * 10**9,
+              "maxPods": 110, "labels": {"nvidia.com/gpu.count": "8", "kai.scheduler/type": f"node-{i}"}}
+             for i in range(n)]
     jobs = [_job(f"job-{i}", f"queue-{i % 4}", 50, 1,
-                 [{"state": "Running", "node": f"node-{i % n:04d}"} if i % 2 == 0 else {"state": "Pending"}], 1)
+                 [{"state": "Running", "node": f"node-{i % n}"} if i % 2 == 0 else {"state": "Pending"}], n_jobs - i)
             for i in range(n_jobs)]
     doc = _doc(actions[0] if len(actions) == 1 else "full cycle", n, queues, jobs)
-    doc.update(actions=actions, departments=depts, defaultDepartment=False)
+    doc.update(actions=actions, departments=depts, defaultDepartment=False, nodes=nodes, params=REFERENCE_PARAMS)
     return doc
 
 
@@ -100,21 +116,33 @@ SHAPES = {"reclaim": reclaim_shape, "preempt": preempt_shape, "consolidation": c
 def measure(bundle: Any, kind: str, n: int, repeat: int) -> dict[str, Any]:
     doc = SHAPES[kind](n)
     times = []
+    action_times = []
     result = None
     for _ in range(repeat):
         scn = scenario_from_doc(doc, f"<bench {kind} {n}>")
         t0 = time.perf_counter()
         result = simulate(scn, bundle)
         times.append(time.perf_counter() - t0)
+        phases = result.per_cycle[0]["seconds"]
+        action_times.append(sum(v for k, v in phases.items() if k in doc["actions"]))
     assert result is not None
     ssn = result.last
     out: dict[str, Any] = {"action": kind, "nodes": n, "jobs": len(doc["jobs"]), "medianSeconds": round(statistics.median(times), 4),
-                           "minSeconds": round(min(times), 4), "binds": len(ssn.binds), "evictions": len(ssn.evictions),
+                           "minSeconds": round(min(times), 4),
+                           "actionsMedianSeconds": round(statistics.median(action_times), 4),
+                           "binds": len(ssn.binds), "evictions": len(ssn.evictions),
                            "pipelined": len(ssn.pipelines), "repeat": repeat}
     target = TARGETS.get((kind, n))
     if target is not None:
         out["targetSeconds"] = target
         out["withinTarget"] = out["medianSeconds"] <= target
+    go = REFERENCE_GO_SECONDS.get((kind, n))
+    if go is not None:
+        # the reference's figure times its actions alone (its session is built with the timer off)
+        out["referenceGoActionsSeconds"] = go
+        out["actionsVsGo"] = round(out["actionsMedianSeconds"] / go, 2)
+        if (kind, n) in AT_MOST_GO:
+            out["withinTarget"] = out["actionsMedianSeconds"] <= go
     return out
 
 

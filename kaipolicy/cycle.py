@@ -50,6 +50,7 @@ class SessionRule:
 
     __slots__ = (
         "builtin",
+        "calls",
         "file",
         "hook_name",
         "label",
@@ -77,6 +78,7 @@ class SessionRule:
         self.line = rule.line
         self.weight = float(rule.weight)
         self.builtin = rule.builtin or None
+        self.calls = rule.calls
         self.with_args = dict(rule.with_args)
         self.variables = rule.hook.names
         self.reads = rule.reads

@@ -9,12 +9,17 @@ scenario format says). Failed signatures are remembered across queues.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 from kaipolicy.actions.eviction_loop import solve_in_order
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue
 from kaipolicy.actions.preempt import has_live_pod
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, Scenario, feasible_nodes
 from kaipolicy.api.job import Job
+from kaipolicy.api.node import Node
 from kaipolicy.api.task import Status, Task
 from kaipolicy.framework.outcome import OK, Code, Outcome
 from kaipolicy.framework.session import Session
@@ -43,11 +48,17 @@ def all_placed_again(job: Job, scenario: Scenario) -> Outcome:
 def enough_gpus(ssn: Session, job: Job) -> bool:
     """The cluster's idle plus releasing GPUs (and GPU memory) cover the job's next tasks."""
     gpus = memory = 0.0
-    for node in ssn.node_list:
-        if not node.ready:
-            continue
-        gpus += node.idle_gpus_total() + node.releasing_gpus_total()
-        memory += _free_gpu_memory(node)
+    if FREE_ROOM_PER_NODE_KEPT:
+        # the same per-node values added in the same (node) order as below: the same sums
+        for g, m in zip(_kept(ssn, "gpus", _free_gpus).tolist(), _kept(ssn, "memory", _free_gpu_memory).tolist()):
+            gpus += g
+            memory += m
+    else:
+        for node in ssn.node_list:
+            if not node.ready:
+                continue
+            gpus += node.idle_gpus_total() + node.releasing_gpus_total()
+            memory += _free_gpu_memory(node)
     want_gpus = want_memory = 0.0
     for t in tasks_to_allocate(ssn, job, False):
         want_gpus += t.request.gpus + t.request.mig_gpus
@@ -55,9 +66,27 @@ def enough_gpus(ssn: Session, job: Job) -> bool:
     return gpus >= want_gpus and memory >= want_memory
 
 
-def _free_gpu_memory(node: object) -> float:
-    from kaipolicy.api.node import Node
-    assert isinstance(node, Node)
+#: Keep each node's free GPUs and GPU memory between preemptors, recomputed only on the nodes
+#: a task landed on or left since (False: add up every node for every preemptor; the tests
+#: compare both).
+FREE_ROOM_PER_NODE_KEPT = True
+
+
+def _kept(ssn: Session, what: str, of_node: Callable[[Node], float]) -> np.ndarray:
+    """One value per node in the table's (name) order, 0 for a node that is not ready (adding
+    0.0 leaves a sum as it was). Floats always: the sums below add floats, so an integer value
+    (GPU memory) counts as the same float either way."""
+    def row(node: Node) -> float:
+        return of_node(node) if node.ready else 0.0
+
+    return ssn.table.derived(("consolidation-free", what), lambda: np.array([row(n) for n in ssn.node_list], dtype=float), row)
+
+
+def _free_gpus(node: Node) -> float:
+    return node.idle_gpus_total() + node.releasing_gpus_total()
+
+
+def _free_gpu_memory(node: Node) -> float:
     shared_idle = sum(node.gpu_memory - v for v in node.shared_allocated.values() if v > 0)
     shared_releasing = sum(v for g, v in node.shared_releasing.items() if v > 0)
     whole = int(node.idle.gpus + node.idle.mig_gpus) + int(node.releasing.gpus + node.releasing.mig_gpus)
@@ -70,6 +99,8 @@ def _attempt(ssn: Session, job: Job) -> tuple[bool, Statement | None, list[Task]
     cap = ssn.params.max_consolidation_preemptees
 
     def victims() -> list[Job]:
+        if VICTIMS_KEPT:
+            return _victims_kept(ssn, job, cap)
         out: list[Job] = []
         for v in sorted(ssn.cluster.jobs.values(), key=lambda j: j.order):
             if not has_live_pod(ssn, v) or not v.preemptible or v.uid == job.uid:
@@ -81,5 +112,54 @@ def _attempt(ssn: Session, job: Job) -> tuple[bool, Statement | None, list[Task]
             out.append(v)
         return out
 
-    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job), victims, all_placed_again, RULE)
+    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job, ssn.table), victims,
+                       all_placed_again, RULE)
     return solver.solve(job)
+
+
+#: Keep which jobs could be victims between preemptors, asked again only of jobs whose pods
+#: changed status since (False: ask every job for every preemptor; the tests compare both).
+VICTIMS_KEPT = True
+
+
+class _VictimJobs:
+    """The session's jobs in creation order, and per job whether it could be a victim (a live
+    pod, preemptible, a pod to evict) with its status-change count when that was asked. The
+    answer reads only the job's pod statuses and the pods already evicted; a pod is recorded as
+    evicted when a statement commits, and that statement changed its status after the victims
+    were last listed (they are listed once, when a preemptor's solving starts), so the count
+    always moves first."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.jobs = sorted(ssn.cluster.jobs.values(), key=lambda j: j.order)
+        self.known: dict[str, tuple[int, bool]] = {}
+
+    def ask(self, job: Job, count: int) -> bool:
+        ssn = self.ssn
+        answer = (has_live_pod(ssn, job) and job.preemptible
+                  and any(ssn.evictable(t) for t in job.tasks.values()))
+        self.known[job.uid] = (count, answer)
+        return answer
+
+
+def _victims_kept(ssn: Session, preemptor: Job, cap: int) -> list[Job]:
+    """The victims `_attempt` lists, in the same order, from the answers kept per job."""
+    kept = ssn.cache.get(("consolidation-victims",))
+    if kept is None:
+        kept = ssn.cache[("consolidation-victims",)] = _VictimJobs(ssn)
+    counts, known = ssn.status_changes, kept.known
+    out: list[Job] = []
+    for v in kept.jobs:
+        if cap > 0 and len(out) > cap:
+            break   # the list only grows: no later job gets in
+        if v.uid == preemptor.uid:
+            continue
+        count = counts.get(v.uid, 0)
+        answer = known.get(v.uid)
+        if answer is None or answer[0] != count:
+            if kept.ask(v, count):
+                out.append(v)
+        elif answer[1]:
+            out.append(v)
+    return out

@@ -46,6 +46,6 @@ def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None
                 and any(ssn.evictable(t) for t in v.tasks.values())
                 and has_live_pod(ssn, v) and ssn.preempt_victim_filter(job, v).ok]
 
-    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job), victims,
+    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job, ssn.table), victims,
                        lambda partial, scenario: ssn.preempt_scenario_validator(partial, scenario), rules)
     return solver.solve(job)

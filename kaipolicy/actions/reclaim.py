@@ -48,6 +48,6 @@ def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None
                 and any(ssn.evictable(t) for t in v.tasks.values())
                 and ssn.reclaim_victim_filter(job, v).ok]
 
-    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job), victims,
+    solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job, ssn.table), victims,
                        lambda partial, scenario: ssn.reclaim_scenario_validator(partial, scenario), rules, start)
     return solver.solve(job)

@@ -95,9 +95,10 @@ def queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None,
 
     Remembered per queue allocation, request and victims: everything else it reads is fixed for
     the session, and the eviction solver orders the same queues in every simulation."""
-    memo_key = (qs.queue.uid, tuple(qs.shares[r].allocated for r in RESOURCES),
-                tuple(job_request[r] for r in RESOURCES) if job_request else None,
-                tuple(victims[r] for r in RESOURCES) if victims else None)
+    sh = qs.shares
+    memo_key = (qs.queue.uid, (sh["cpu"].allocated, sh["memory"].allocated, sh["gpu"].allocated),
+                (job_request["cpu"], job_request["memory"], job_request["gpu"]) if job_request else None,
+                (victims["cpu"], victims["memory"], victims["gpu"]) if victims else None)
     known = shares.order_keys.get(memo_key)
     if known is None:
         if len(shares.order_keys) >= ORDER_KEYS_KEPT:

@@ -31,6 +31,12 @@ from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import init_request_quantities
 from kaipolicy.framework.verdicts import ScoreSheet
 
+#: Remember a whole job's order key by its count of status changes (False: by its state tuple
+#: only), and queue keys by queue allocation, request and victims when the queue order is the
+#: proportion built-in's (False: evaluate the rule every time). The tests compare both.
+WHOLE_JOB_KEYS_BY_COUNT = True
+SHARE_KEYED_QUEUE_KEYS = True
+
 
 class Rule(Protocol):
     """What the framework needs of a compiled rule (see kaipolicy.rules); `vector` is called only
@@ -77,6 +83,9 @@ class Session:
         self.refusals: Counter[str] = Counter()   # allow rules' refusals since the eviction loop's last job
         self._job_keys_pure = False
         self._job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._whole_job_keys: dict[tuple[str, int], tuple[Any, ...]] = {}
+        self._queue_keys_by_share = False
+        self._queue_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.builtins = builtins or {}
         self.shares = fairshare.Shares.build(cluster, k_value)
         self.node_list = sorted(cluster.nodes.values(), key=lambda n: n.name)
@@ -127,7 +136,14 @@ class Session:
         self.shadowing = any(self.shadow.values())
         # Job keys can be remembered per job state unless a job-order rule consults the session.
         self._job_keys_pure = all("cluster" not in r.reads for r in self.hooks["jobOrder"])
+        # Queue keys can be remembered by queue allocation, request and victims when the one
+        # queue-order rule is the proportion built-in's key as it stands (and no shadow rule runs).
+        self._queue_keys_by_share = (not self.shadow["queueOrder"] and
+                                     [getattr(r, "calls", "") for r in self.hooks["queueOrder"]]
+                                     == ["fairshare.queueOrderKey"])
+        self._queue_keys.clear()
         self._job_keys.clear()
+        self._whole_job_keys.clear()
 
     # ---- state changes (called by the Statement) ----------------------------------------------
     def statement(self) -> Statement:
@@ -272,7 +288,9 @@ class Session:
             if value is _ERROR:
                 key.append((LAST,))
             elif value is not None:
-                key.append(tuple([_ordered(v) for v in value]))
+                # plain elements ranked here as _ordered ranks them, without a call each
+                plain = _TYPE_RANK.get
+                key.append(tuple([(n, v) if (n := plain(type(v))) is not None else _ordered(v) for v in value]))
         if self.coverage is not None and parts is not None:
             self.coverage.key([r.label for r in self.hooks[kind]], parts)
         if self.shadowing and self.shadow[kind]:
@@ -286,6 +304,14 @@ class Session:
     def job_key(self, job: Job) -> tuple[Any, ...]:
         if not self._job_keys_pure:
             return (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+        whole = WHOLE_JOB_KEYS_BY_COUNT and self.cluster.jobs.get(job.uid) is job
+        if whole:
+            # a whole job's tasks and gang sizes are fixed, and its task statuses change only
+            # through set_status: its count of status changes stands for the state below
+            counted = (job.uid, self.status_changes.get(job.uid, 0))
+            key = self._whole_job_keys.get(counted)
+            if key is not None:
+                return key
         # what job-order rules can see change only with task statuses and gang sizes (the
         # solver's partial copies of a job share its uid but not its tasks or minimums)
         state = (job.uid, tuple((t.uid, t.status) for t in job.tasks.values()),
@@ -293,6 +319,10 @@ class Session:
         key = self._job_keys.get(state)
         if key is None:
             key = self._job_keys[state] = (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+        if whole:
+            if len(self._whole_job_keys) >= capacity.ORDER_KEYS_KEPT:
+                self._whole_job_keys.clear()   # what is dropped is found again by its state below
+            self._whole_job_keys[counted] = key
         return key
 
     def task_key(self, task: Task, job: Job) -> tuple[Any, ...]:
@@ -304,8 +334,41 @@ class Session:
     def queue_key(self, queue: Queue, job: Job | None, victims: Sequence[Job] = ()) -> tuple[Any, ...]:
         # pending orders judge a queue by its next job, victim orders by the victims already
         # taken from it plus its next one (job is then None)
+        if self.queue_keys_remembered:
+            return self._share_keyed(queue, job, victims)
         env = self._env(queue=queue, job=job, victims=victims if isinstance(victims, list) else list(victims))
         return (*self._key("queueOrder", env), queue.created, queue.uid)
+
+    @property
+    def queue_keys_remembered(self) -> bool:
+        """Queue keys are remembered by queue allocation, request and victims (see _share_keyed)."""
+        return self._queue_keys_by_share and self.coverage is None and SHARE_KEYED_QUEUE_KEYS
+
+    @staticmethod
+    def key_failed(key: tuple[Any, ...]) -> bool:
+        """An order key holding a rule's error (asking again records the error again)."""
+        return any(isinstance(part, tuple) and len(part) == 1 and part[0] is LAST for part in key)
+
+    def _share_keyed(self, queue: Queue, job: Job | None, victims: Sequence[Job]) -> tuple[Any, ...]:
+        """queue_key when the one queue-order rule is the proportion built-in's key: a value of
+        the queue's allocation, the job's request and the victims' resources (what the built-in
+        remembers its keys by; all else it reads is fixed for the session), so the whole key is
+        remembered by those. A key holding a rule error is not kept: the error is recorded again."""
+        req = self.job_request(job) if job is not None else None
+        vict = self._victims_taken(victims) if victims else None
+        alloc = self.shares.queues[queue.uid].shares
+        state = (queue.uid, (alloc["cpu"].allocated, alloc["memory"].allocated, alloc["gpu"].allocated),
+                 (req["cpu"], req["memory"], req["gpu"]) if req else None,
+                 (vict["cpu"], vict["memory"], vict["gpu"]) if vict else None)
+        key = self._queue_keys.get(state)
+        if key is None:
+            env = self._env(queue=queue, job=job, victims=victims if isinstance(victims, list) else list(victims))
+            key = (*self._key("queueOrder", env), queue.created, queue.uid)
+            if not self.key_failed(key):
+                if len(self._queue_keys) >= capacity.ORDER_KEYS_KEPT:
+                    self._queue_keys.clear()
+                self._queue_keys[state] = key
+        return key
 
     # ---- job-level gates -------------------------------------------------------------------------
     def _first_deny(self, kind: str, env: dict[str, Any], first_only: bool = False) -> Outcome:
@@ -541,19 +604,22 @@ class Session:
 
     def queue_order_key(self, queue: Queue, job: Job | None, victims: Sequence[Job] = ()) -> list[Any]:
         req = self.job_request(job) if job is not None else None
-        vict = None
-        if victims:
-            vict = fairshare.vec()
-            if isinstance(victims, TakenVictims):
-                # the earlier victims' sum, kept by the order: the same additions in the same order
-                vict["cpu"], vict["memory"], vict["gpu"] = victims.taken
-                victims = victims[-1:]
-            for v in victims:
-                res = v.allocated_resources()
-                vict["cpu"] += res.cpu
-                vict["memory"] += res.memory
-                vict["gpu"] += res.gpus
+        vict = self._victims_taken(victims) if victims else None
         return capacity.queue_order_key(self.shares, self.shares.queues[queue.uid], req, vict)
+
+    @staticmethod
+    def _victims_taken(victims: Sequence[Job]) -> fairshare.Vec:
+        vict = fairshare.vec()
+        if isinstance(victims, TakenVictims):
+            # the earlier victims' sum, kept by the order: the same additions in the same order
+            vict["cpu"], vict["memory"], vict["gpu"] = victims.taken
+            victims = victims[-1:]
+        for v in victims:
+            res = v.allocated_resources()
+            vict["cpu"] += res.cpu
+            vict["memory"] += res.memory
+            vict["gpu"] += res.gpus
+        return vict
 
 
 class GpuView:

@@ -7,7 +7,7 @@ is the unbound result; `BoundRule` is what a plugin instance hands to the framew
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,7 @@ class CompiledRule:
     message_factory: Factory | None = None
     reads: frozenset[str] = frozenset()   # the variables its expressions name (hook names, args, cluster)
     mode: str = "enforce"                 # enforce | warn | audit: warn and audit rules change nothing
+    calls: str = ""    # the vocabulary function that is the rule's one expression (see lone_call)
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -138,7 +139,23 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
     return CompiledRule(rule.name, hook, rule.file, rule.line, hook.form, variables, rule.weight,
                         rule.description, rule.builtin, dict(rule.with_args), can_vector, rule.cost,
                         "\n".join(sources), values.get("_make_scalar"), values.get("_make_vector"),
-                        values.get("_make_message"), reads, rule.mode)
+                        values.get("_make_message"), reads, rule.mode, lone_call(trees, hook.names))
+
+
+def lone_call(trees: Mapping[str, t.Expr], names: Sequence[str]) -> str:
+    """The vocabulary function whose value is the rule's value, when the rule's one expression
+    (no guard, no message) calls it on `cluster` and the hook's variables, each once, in order:
+    the engine may then rely on what that function is known to read. Otherwise ""."""
+    if len(trees) != 1:
+        return ""
+    (tree,) = trees.values()
+    if not isinstance(tree, t.Call) or not all(isinstance(a, t.Ident) for a in tree.args):
+        return ""
+    if [a.name for a in tree.args if isinstance(a, t.Ident)] != ["cluster", *names]:
+        return ""
+    if tree.target is None:
+        return tree.name
+    return f"{tree.target.name}.{tree.name}" if isinstance(tree.target, t.Ident) else ""
 
 
 def _namespace(types: Mapping[str, TypeSpec], fail: Callable[[BaseException], EvalError]) -> Namespace:

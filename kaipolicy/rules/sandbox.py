@@ -138,7 +138,13 @@ def key(value: Any) -> list[Any]:
 
 
 def _has_own_order(cls: type) -> bool:
-    return any("__lt__" in vars(c) for c in cls.__mro__ if c is not object)
+    known = _OWN_ORDER.get(cls)
+    if known is None:
+        known = _OWN_ORDER[cls] = any("__lt__" in vars(c) for c in cls.__mro__ if c is not object)
+    return known
+
+
+_OWN_ORDER: dict[type, bool] = {}   # per class: a class's methods do not change once defined
 
 
 SANDBOX_HELPERS: dict[str, Any] = {

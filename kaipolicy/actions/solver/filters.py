@@ -15,10 +15,12 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from kaipolicy.actions.solver.scenario import Scenario
+from kaipolicy.actions.solver.views import gpu_room
 from kaipolicy.api.job import SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import affinity
+from kaipolicy.framework.nodetable import NodeTable
 
 K = TypeVar("K", bound=Hashable)
 
@@ -27,6 +29,11 @@ class ScenarioFilter(Protocol):
     name: str
 
     def accepts(self, scenario: Scenario) -> bool: ...
+
+
+#: Keep every node's free GPUs in the node table between scenario builders (False: add them up
+#: for every partial job; the tests compare both).
+FREE_GPUS_KEPT = True
 
 
 def free_gpus(node: Node) -> float:
@@ -90,10 +97,16 @@ class IdleGpus:
 
     name = "AccumulatedIdleGpus"
 
-    def __init__(self, scenario: Scenario, nodes: Iterable[Node]) -> None:
+    def __init__(self, scenario: Scenario, nodes: Iterable[Node], table: NodeTable | None = None) -> None:
         self.required = sorted((t.request.gpus for t in scenario.pending_tasks), reverse=True)
         self.k = len(scenario.pending_tasks)
-        self.capacity: dict[str, float] = {n.name: free_gpus(n) for n in nodes}
+        if table is None or not FREE_GPUS_KEPT:
+            self.capacity: dict[str, float] = {n.name: free_gpus(n) for n in nodes}
+        else:
+            # the table keeps every node's idle and releasing GPUs; their sums are free_gpus'
+            idle, releasing = gpu_room(table)
+            kept = (idle + releasing).tolist()
+            self.capacity = {n.name: kept[n.index] for n in nodes}
         self.top: list[str] = []          # up to k node names, most free GPUs first
         self._keys: list[float] = []      # -capacity of `top`, for bisect
         for name in sorted(self.capacity, key=lambda n: -self.capacity[n])[: self.k]:
@@ -206,7 +219,8 @@ class NodeAffinities:
         return True
 
 
-def build_filters(scenario: Scenario, feasible: Iterable[str], nodes: dict[str, Node]) -> list[ScenarioFilter]:
+def build_filters(scenario: Scenario, feasible: Iterable[str], nodes: dict[str, Node],
+                  table: NodeTable | None = None) -> list[ScenarioFilter]:
     out: list[ScenarioFilter] = []
     na = NodeAffinities.build(scenario, feasible, nodes)
     if na is not None:
@@ -214,5 +228,5 @@ def build_filters(scenario: Scenario, feasible: Iterable[str], nodes: dict[str, 
     topo = TopologyIdleGpus.build(scenario, nodes.values())
     if topo is not None:
         out.append(topo)
-    out.append(IdleGpus(scenario, nodes.values()))
+    out.append(IdleGpus(scenario, nodes.values(), table))
     return out

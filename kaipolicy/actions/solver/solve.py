@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaipolicy import timelimit
-from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs
+from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _QueueNode
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
 from kaipolicy.actions.solver.scenario import Scenario
-from kaipolicy.actions.solver.victim_queue import ScenarioBuilder, VictimSource
+from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, VictimSource
 from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
@@ -38,6 +38,15 @@ Validator = Callable[[Job, Scenario], Outcome]
 #: A simulation stops once the preemptor and every victim job have had their turn (False: pop
 #: the rest of the pending jobs too, as the reference does; the tests compare both).
 STOP_AFTER_LAST_TURN = True
+
+#: With one job left to take part, it takes its turn at once (False: pop the pending jobs ahead
+#: of it one by one, as the reference does; the tests compare both). Popping changes no session
+#: state, so that job is placed on the same cluster whenever its turn comes.
+LAST_TURN_AT_ONCE = True
+
+#: Pops that provably come from the same leaf as the pop before are made without re-ordering the
+#: queues (False: every pop re-orders them; the tests compare both). See _KeyedOrder.
+STREAKS_POPPED_AT_ONCE = True
 
 
 @dataclass
@@ -91,7 +100,11 @@ class JobSolver:
         # The session is in the same state at every partial job's start, so the eligible
         # victims, their keys and their order are computed once per job.
         if self._victims is None:
-            self._victims = VictimSource(self.ssn, self._victims_fn())
+            memo = ("victim-leaves", self.action)
+            kept = self.ssn.cache.get(memo)
+            if kept is None:
+                kept = self.ssn.cache[memo] = KeptLeaves()
+            self._victims = VictimSource(self.ssn, self._victims_fn(), kept)
         return self._victims
 
     def pending_order(self) -> SortedJobs:
@@ -225,17 +238,30 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
     # in the ordering: popping them would change nothing.
     unplaced = set(jobs)
     while (unplaced or not STOP_AFTER_LAST_TURN) and not order.empty():
-        job = order.pop()
+        job = _last_turn(order, jobs, unplaced) or order.pop()
         if job is None:
             break
         unplaced.discard(job.uid)
         if job.uid == preemptor.uid:
+            order.placements += 1
             if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
                 return False
             placed = True
         elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
+            order.placements += 1
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
     return placed
+
+
+def _last_turn(order: _KeyedOrder, jobs: dict[str, Job], unplaced: set[str]) -> Job | None:
+    """The one job left to take part, when it is still in the order: every job popped before it
+    would only be passed over (nothing is placed between the turns of the jobs taking part), and
+    an order without a depth cap pops every job it holds, so its turn would come on the cluster
+    as it is now."""
+    if not (LAST_TURN_AT_ONCE and STOP_AFTER_LAST_TURN) or len(unplaced) != 1:
+        return None
+    uid = next(iter(unplaced))
+    return jobs[uid] if order.holds(uid) else None
 
 
 def _preemptor_cannot_fit(ssn: Session, preemptor: Job, nodes: list[Node], victim_tasks: list[Task]) -> bool:
@@ -284,6 +310,66 @@ class _KeyedOrder(JobsByQueue):
     def __init__(self, ssn: Session, memo: dict[tuple[Any, ...], tuple[Any, ...]]) -> None:
         super().__init__(ssn)
         self.memo = memo
+        self.popped_uids: set[str] = set()
+        self.placements = 0      # jobs placed so far in the simulation: the cluster changes only then
+        self._last_leaf: _QueueNode | None = None
+        self._streak: tuple[_QueueNode, int, tuple[float, float, float]] | None = None
+
+    def holds(self, uid: str) -> bool:
+        """The job was loaded and not popped yet (this order has no depth cap, so a job pushed
+        stays until it is popped)."""
+        return uid in self._job_keys and uid not in self.popped_uids
+
+    def pop(self) -> Job | None:
+        job = self._pop_in_streak() if STREAKS_POPPED_AT_ONCE else None
+        if job is None:
+            job = self._pop_noting_streak()
+        if job is not None:
+            self.popped_uids.add(job.uid)
+        return job
+
+    # A streak: the same leaf popped again and again. When the previous pop came from this leaf
+    # too, every queue on its path was marked, so each pop re-takes their keys from the leaf's next
+    # job. With the session remembering queue keys by queue allocation and request, those keys
+    # are the same while no job is placed and the next job asks for the same resources; every heap
+    # on the path then makes the very comparisons of the pop before, which moved nothing (or
+    # another leaf would have come up), so the pop comes from this leaf again. Such a pop is
+    # made at once: the job leaves the leaf and the path is marked, as a pop leaves them.
+    def _pop_noting_streak(self) -> Job | None:
+        leaf = self._to_leaf(self.roots)
+        if leaf is None:
+            return None
+        fresh = leaf is self._last_leaf
+        path = []
+        node: _QueueNode | None = leaf
+        while node is not None:
+            path.append(node)
+            node = node.parent
+        asks = self._asks(leaf)
+        keys_ok = all(n.key is None or not self.ssn.key_failed(n.key) for n in path)
+        job: Job = leaf.children.pop()
+        self._after_pop(leaf)
+        self._last_leaf = leaf
+        streak = fresh and keys_ok and len(leaf.children) > 0 and self.ssn.queue_keys_remembered
+        self._streak = (leaf, self.placements, asks) if streak else None
+        return job
+
+    def _pop_in_streak(self) -> Job | None:
+        if self._streak is None:
+            return None
+        leaf, placements, asks = self._streak
+        if placements != self.placements or self._asks(leaf) != asks:
+            self._streak = None
+            return None
+        job: Job = leaf.children.pop()
+        self._after_pop(leaf)
+        if not len(leaf.children):
+            self._streak = None
+        return job
+
+    def _asks(self, leaf: _QueueNode) -> tuple[float, float, float]:
+        req = self.ssn.job_request(leaf.children.peek())
+        return req["cpu"], req["memory"], req["gpu"]
 
     def key_of(self, job: Job) -> tuple[Any, ...]:
         if self.ssn.cluster.jobs.get(job.uid) is not job:

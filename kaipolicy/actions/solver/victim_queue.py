@@ -10,7 +10,7 @@ pass the filters.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from kaipolicy.actions.heap import GoHeap
@@ -30,32 +30,97 @@ class VictimQueue(JobsByQueue):
         self.key_memo = keys
 
     def key_of(self, job: Job) -> tuple[Any, ...]:
-        whole = self.ssn.cluster.jobs.get(job.uid) is job
-        memo = (job.uid, None if whole else frozenset(job.tasks))
+        if self.ssn.cluster.jobs.get(job.uid) is job:
+            # a whole job: the session remembers its key per state (keys are asked only while the
+            # session is as it was when the job's solving started)
+            return self.ssn.job_key(job)
+        memo = (job.uid, frozenset(job.tasks))
         key = self.key_memo.get(memo)
         if key is None:
             key = self.key_memo[memo] = self.ssn.job_key(job)
         return key
 
-    def fill(self, jobs: Sequence[Job]) -> VictimQueue:
-        """Load whole jobs (already filtered); leaves are created in input order."""
+    def fill(self, jobs: Sequence[Job], kept: KeptLeaves | None = None) -> VictimQueue:
+        """Load whole jobs (already filtered); leaves are created in input order. With `kept`,
+        each leaf's order is the one kept from the last fill, brought up to date."""
         queues = self.ssn.cluster.queues
-        by_leaf: dict[str, list[Job]] = {}
-        for job in sorted(jobs, key=lambda j: j.order):
-            q = queues.get(job.queue)
+        # grouped by queue name first and each queue checked once: a leaf comes where its first
+        # job comes in job order, as when every job was checked
+        by_queue: dict[str, list[Job]] = {}
+        for job in sorted(jobs, key=_order):
+            members = by_queue.get(job.queue)
+            if members is None:
+                members = by_queue[job.queue] = []
+            members.append(job)
+        keys = self._job_keys
+        key_of = self.key_of
+        for name, members in by_queue.items():
+            q = queues.get(name)
             if q is None or (q.parent and q.parent not in queues) or not q.is_leaf:
                 continue
-            by_leaf.setdefault(q.uid, []).append(job)
-        for quid, members in by_leaf.items():
-            for j in members:
-                self._job_keys[j.uid] = self.key_of(j)
-            members.sort(key=lambda j: self._job_keys[j.uid], reverse=True)
-            leaf = _QueueNode(queues[quid], True, GoHeap(self._job_less))
-            leaf.children.items = members
-            self.nodes[quid] = leaf
+            leaf = _QueueNode(q, True, GoHeap(self._job_less))
+            if kept is not None:
+                leaf.children.items = kept.descending(q.uid, members, key_of, self.ssn.status_changes, keys)
+            else:
+                keyed = [(key_of(j), j) for j in members]
+                keyed.sort(key=_first, reverse=True)   # keys end with the job's uid: no two are equal
+                for key, j in keyed:
+                    keys[j.uid] = key
+                leaf.children.items = [j for _, j in keyed]
+            self.nodes[q.uid] = leaf
             self._link(leaf)
             self._mark(leaf)
         return self
+
+
+#: Keep each leaf queue's victims in key order between the victim queues of one action, placing
+#: again only the jobs whose pods changed status since (False: sort every leaf for every queue;
+#: the tests compare both).
+LEAVES_KEPT = True
+
+
+class KeptLeaves:
+    """Per leaf queue, the whole jobs last loaded in ascending key order, with the count of status
+    changes each key was taken at. Used only while job keys depend on the job alone (no job-order
+    rule consults the session): a whole job's key then depends only on its pods' statuses, which
+    change only through the session's set_status, which counts them. A job whose count is
+    unchanged keeps its key and its place; keys end with the job's uid, so no two are equal and
+    the order is the sort's."""
+
+    def __init__(self) -> None:
+        self.leaves: dict[str, tuple[list[tuple[Any, ...]], list[Job], dict[str, int]]] = {}
+
+    def descending(self, quid: str, members: list[Job], key_of: Callable[[Job], tuple[Any, ...]],
+                   counts: dict[str, int], keys_out: dict[str, tuple[Any, ...]]) -> list[Job]:
+        now = {j.uid: counts.get(j.uid, 0) for j in members}
+        kept = self.leaves.get(quid)
+        if kept is None:
+            keyed = sorted([(key_of(j), j) for j in members], key=_first)
+            keys, jobs = [k for k, _ in keyed], [j for _, j in keyed]
+        else:
+            keys, jobs, then = kept
+            if then != now:
+                keys, jobs = list(keys), list(jobs)
+                for i in reversed(range(len(jobs))):       # gone, or its pods changed status
+                    if now.get(jobs[i].uid) != then[jobs[i].uid]:
+                        del keys[i], jobs[i]
+                for j in members:                          # new, or its pods changed status
+                    if then.get(j.uid) != now[j.uid]:
+                        k = key_of(j)
+                        i = bisect.bisect_left(keys, k)
+                        keys.insert(i, k)
+                        jobs.insert(i, j)
+        self.leaves[quid] = (keys, jobs, now)
+        keys_out.update(zip([j.uid for j in jobs], keys))
+        return jobs[::-1]
+
+
+def _order(job: Job) -> int:
+    return job.order
+
+
+def _first(pair: tuple[tuple[Any, ...], Job]) -> tuple[Any, ...]:
+    return pair[0]
 
 
 class OneLeafQueue:
@@ -85,20 +150,23 @@ class VictimOrder(Protocol):
 class VictimSource:
     """Builds a fresh victim queue for every partial job from lists sorted once per job."""
 
-    def __init__(self, ssn: Session, jobs: Sequence[Job]) -> None:
+    def __init__(self, ssn: Session, jobs: Sequence[Job], kept: KeptLeaves | None = None) -> None:
+        """`kept`: the leaf orders kept for this action's victim queues (see KeptLeaves)."""
         self.ssn = ssn
         self.memo: KeyMemo = {}
+        whole = all(ssn.cluster.jobs.get(j.uid) is j for j in jobs)
+        self.kept = kept if LEAVES_KEPT and ssn.job_keys_pure and whole else None
         self.keys = VictimQueue(ssn, self.memo)
         queues = ssn.cluster.queues
         leaves: set[str] = set()
-        for j in jobs:
-            q = queues.get(j.queue)
+        for name in dict.fromkeys(j.queue for j in jobs):   # each queue checked once
+            q = queues.get(name)
             if q is not None and not (q.parent and q.parent not in queues) and q.is_leaf:
                 leaves.add(q.uid)
         self.jobs = [j for j in jobs if j.queue in leaves]
         self.one_leaf = len(leaves) == 1
         self.ascending = sorted(self.jobs, key=self.keys.key_of) if self.one_leaf else []
-        self.task_owner = {t: j.uid for j in self.jobs for t in j.tasks}
+        self.task_owner = {t: j.uid for j in self.jobs for t in j.tasks} if self.one_leaf else {}
 
     def queue(self, recorded: set[str]) -> VictimOrder:
         if self.one_leaf:
@@ -112,7 +180,7 @@ class VictimSource:
             done = {u for u, n in per_job.items() if n == len(jobs[u].tasks)}
             items = [j for j in self.ascending if j.uid not in done] if done else list(self.ascending)
             return OneLeafQueue(self.keys, items)
-        return VictimQueue(self.ssn, self.memo).fill(self.jobs)
+        return VictimQueue(self.ssn, self.memo).fill(self.jobs, self.kept)
 
 
 class ScenarioBuilder:
@@ -121,7 +189,7 @@ class ScenarioBuilder:
         self.scenario = scenario
         self.queue = queue
         self.recorded = {t.uid for t in scenario.recorded_tasks}
-        self.filters = build_filters(scenario, feasible, ssn.cluster.nodes)
+        self.filters = build_filters(scenario, feasible, ssn.cluster.nodes, ssn.table)
         self.filtered = 0
 
     def first(self) -> Scenario | None:

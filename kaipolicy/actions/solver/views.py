@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Task
+from kaipolicy.framework.nodetable import NodeTable
 from kaipolicy.framework.session import Session
 
 
@@ -66,8 +69,32 @@ def tasks_to_evict(ssn: Session, job: Job) -> tuple[list[Task], bool]:
     return out, len(out) < sum(1 for t in job.tasks.values() if ssn.evictable(t))
 
 
-def feasible_nodes(nodes: Sequence[Node], job: Job) -> list[Node]:
-    """All nodes, unless every pod of the job needs a GPU: then nodes with a GPU idle or releasing."""
+#: Read each node's idle and releasing GPUs from values the node table keeps between calls
+#: (False: ask every node every time; the tests compare both).
+GPU_ROOM_KEPT = True
+
+
+def feasible_nodes(nodes: Sequence[Node], job: Job, table: NodeTable | None = None) -> list[Node]:
+    """All nodes, unless every pod of the job needs a GPU: then nodes with a GPU idle or releasing.
+    `table`: the session's node table, when `nodes` are its nodes in its order."""
     if any(not t.request.needs_gpu for t in job.tasks.values()):
         return list(nodes)
+    if table is not None and GPU_ROOM_KEPT:
+        assert len(nodes) == len(table.nodes)
+        idle, releasing = gpu_room(table)
+        return [nodes[i] for i in np.flatnonzero((idle > 0) | (releasing > 0)).tolist()]
     return [n for n in nodes if n.idle_gpus_total() > 0 or n.releasing_gpus_total() > 0]
+
+
+def gpu_room(table: NodeTable) -> tuple[np.ndarray, np.ndarray]:
+    """Every node's idle and releasing GPUs (whole, shared and MIG), in the table's order: kept in
+    the table and recomputed only on the nodes a task landed on or left since."""
+    def idle(n: Node) -> float:
+        return n.idle_gpus_total()
+
+    def releasing(n: Node) -> float:
+        return n.releasing_gpus_total()
+
+    return (table.derived(("idle-gpus",), lambda: np.array([idle(n) for n in table.nodes], dtype=float), idle),
+            table.derived(("releasing-gpus",), lambda: np.array([releasing(n) for n in table.nodes], dtype=float),
+                          releasing))

@@ -7,6 +7,7 @@ import random
 
 from kaipolicy.actions.solver import JobSolver, feasible_nodes, tasks_to_evict
 from kaipolicy.actions.solver.filters import greedy_match
+from kaipolicy.actions.solver.victim_queue import KeptLeaves
 from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.task import Status
 from kaipolicy.cycle import open_session
@@ -106,3 +107,28 @@ def test_the_filters_count_each_victim_pod_once_recorded_first_and_a_pod_without
     v3.node = "n0"
     assert new.of(scenario_) == [v3]
     assert new.of(scenario_) == []
+
+
+class _Job:
+    def __init__(self, uid: str) -> None:
+        self.uid = uid
+
+
+def test_a_kept_leaf_order_is_the_sort_of_its_jobs_whatever_joined_left_or_changed_between_loads() -> None:
+    rng = random.Random(7)
+    jobs = [_Job(f"j{i:02d}") for i in range(40)]
+    counts: dict[str, int] = {}
+    kept = KeptLeaves()
+
+    def key_of(j: _Job) -> tuple[int, str]:   # a key that moves with the job's status changes
+        return (counts.get(j.uid, 0) * 7919 % 5, j.uid)
+
+    for _ in range(200):
+        for j in rng.sample(jobs, rng.randint(0, 4)):
+            counts[j.uid] = counts.get(j.uid, 0) + 1
+        members = sorted(rng.sample(jobs, rng.randint(1, 30)), key=lambda j: j.uid)
+        keys: dict[str, tuple[int, str]] = {}
+        got = kept.descending("leaf", members, key_of, counts, keys)  # type: ignore[arg-type]
+        want = sorted(members, key=key_of, reverse=True)
+        assert [j.uid for j in got] == [j.uid for j in want]
+        assert keys == {j.uid: key_of(j) for j in members}

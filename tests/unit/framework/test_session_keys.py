@@ -2,10 +2,107 @@
 
 from __future__ import annotations
 
-from kaipolicy.framework.session import LAST
+from pathlib import Path
+from typing import Any
+
+from kaipolicy.cli.bundle import default_policies, load
+from kaipolicy.cycle import open_session
+from kaipolicy.framework import session as session_module
+from kaipolicy.framework.config import SchedulerConfig
+from kaipolicy.framework.session import LAST, Session
+from tests.scenarios.shared import default_bundle
+from tests.unit.helpers import job, node, scenario
 
 
 def test_a_failed_rule_sorts_after_any_value() -> None:
     assert ((0, 5),) < ((LAST,),)
     assert ((LAST,),) > ((1, 0, 0),)
     assert max([((LAST,), 1.0), ((0, 0, -3), 2.0), ((1, 0, 0), 0.0)])[0] == (LAST,)
+
+
+# ---- what the session remembers keys by ----------------------------------------------------------
+
+LONE_CALLS = """\
+plugin: calls
+rules:
+  - name: plain
+    hook: queueOrder
+    key: "fairshare.queueOrderKey(cluster, queue, job, victims)"
+  - name: guarded
+    hook: queueOrder
+    when: "queue.priority > 0"
+    key: "fairshare.queueOrderKey(cluster, queue, job, victims)"
+  - name: wrapped
+    hook: queueOrder
+    key: "fairshare.queueOrderKey(cluster, queue, job, victims) + [1]"
+  - name: reordered
+    hook: queueOrder
+    key: "fairshare.queueOrderKey(cluster, queue, job, [])"
+  - name: own
+    hook: queueOrder
+    key: "[-queue.priority]"
+"""
+
+
+def _plugin(tmp_path: Path, text: str) -> str:
+    (tmp_path / "calls.yaml").write_text(text)
+    return str(tmp_path)
+
+
+def test_a_rule_is_known_as_a_vocabulary_call_only_when_the_call_is_all_it_is(tmp_path: Path) -> None:
+    bundle = load([_plugin(tmp_path, LONE_CALLS)])
+    calls = {r.name: r.calls for r in bundle.plugins["calls"].rules}
+    assert calls == {"plain": "fairshare.queueOrderKey", "guarded": "", "wrapped": "", "reordered": "", "own": ""}
+
+
+def _session(bundle: Any) -> Session:
+    jobs = [job("a", "q0"), job("b", "q0", [{"state": "Running", "node": "n0"}])]
+    return open_session(scenario([node("n0")], jobs).snapshot(), SchedulerConfig(), bundle)
+
+
+def test_the_default_queue_order_is_remembered_by_allocation_request_and_victims() -> None:
+    assert _session(default_bundle()).queue_keys_remembered
+
+
+def test_another_queue_order_rule_beside_it_turns_the_memory_off(tmp_path: Path) -> None:
+    extra = "plugin: calls\nenable: always\nrules:\n  - name: own\n    hook: queueOrder\n    key: \"[-queue.priority]\"\n"
+    ssn = _session(load([str(default_policies()), _plugin(tmp_path, extra)]))
+    assert [r.label for r in ssn.hooks["queueOrder"]] == ["proportion/fair-share-order", "calls/own"]
+    assert not ssn.queue_keys_remembered
+
+
+def test_a_remembered_queue_key_is_the_rule_s_and_follows_the_queue_s_allocation() -> None:
+    ssn = _session(default_bundle())
+    queue = ssn.cluster.queues["q0"]
+    pending = ssn.cluster.jobs["a"]
+    first = ssn.queue_key(queue, pending)
+    assert ssn.queue_key(queue, pending) is first            # remembered
+    session_module.SHARE_KEYED_QUEUE_KEYS = False
+    try:
+        assert ssn.queue_key(queue, pending) == first         # what the rule gives
+    finally:
+        session_module.SHARE_KEYED_QUEUE_KEYS = True
+    running = ssn.cluster.jobs["b"].tasks
+    task = next(iter(running.values()))
+    stmt = ssn.statement()
+    stmt.evict(task, "test")                                  # the queue gives up a GPU
+    assert ssn.queue_key(queue, pending) != first
+    stmt.discard()
+    assert ssn.queue_key(queue, pending) is first
+
+
+def test_a_whole_job_s_key_follows_its_pods_statuses() -> None:
+    ssn = _session(default_bundle())
+    running = ssn.cluster.jobs["b"]
+    before = ssn.job_key(running)
+    stmt = ssn.statement()
+    stmt.evict(next(iter(running.tasks.values())), "test")
+    during = ssn.job_key(running)
+    assert during != before                                   # no longer remembered by the old count
+    session_module.WHOLE_JOB_KEYS_BY_COUNT = False
+    try:
+        assert ssn.job_key(running) == during                 # what the state tuple gives
+    finally:
+        session_module.WHOLE_JOB_KEYS_BY_COUNT = True
+    stmt.discard()
+    assert ssn.job_key(running) == before
