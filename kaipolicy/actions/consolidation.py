@@ -18,6 +18,7 @@ from kaipolicy.actions.ordering import JobFilter, JobsByQueue
 from kaipolicy.actions.preempt import has_live_pod
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, Scenario, feasible_nodes
+from kaipolicy.actions.solver.filters import free_gpus
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Status, Task
@@ -50,7 +51,7 @@ def enough_gpus(ssn: Session, job: Job) -> bool:
     gpus = memory = 0.0
     if FREE_ROOM_PER_NODE_KEPT:
         # the same per-node values added in the same (node) order as below: the same sums
-        for g, m in zip(_kept(ssn, "gpus", _free_gpus).tolist(), _kept(ssn, "memory", _free_gpu_memory).tolist()):
+        for g, m in zip(_kept(ssn, "gpus", free_gpus).tolist(), _kept(ssn, "memory", _free_gpu_memory).tolist()):
             gpus += g
             memory += m
     else:
@@ -79,11 +80,7 @@ def _kept(ssn: Session, what: str, of_node: Callable[[Node], float]) -> np.ndarr
     def row(node: Node) -> float:
         return of_node(node) if node.ready else 0.0
 
-    return ssn.table.derived(("consolidation-free", what), lambda: np.array([row(n) for n in ssn.node_list], dtype=float), row)
-
-
-def _free_gpus(node: Node) -> float:
-    return node.idle_gpus_total() + node.releasing_gpus_total()
+    return ssn.table.per_node(("consolidation-free", what), row)
 
 
 def _free_gpu_memory(node: Node) -> float:

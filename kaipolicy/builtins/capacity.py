@@ -7,6 +7,8 @@ the proportion plugin's queue-order rules as one sortable key.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES, UNLIMITED
@@ -89,16 +91,22 @@ class Dominance:
     __hash__ = None  # type: ignore[assignment]
 
 
+def order_key_inputs(qs: QueueShare, job_request: Vec | None, victims: Vec | None) -> tuple[Any, ...]:
+    """What `queue_order_key` reads that can change within a session: the queue's allocation, the
+    job's request and the victims' resources (the key is remembered by these)."""
+    sh = qs.shares
+    return (qs.queue.uid, (sh["cpu"].allocated, sh["memory"].allocated, sh["gpu"].allocated),
+            (job_request["cpu"], job_request["memory"], job_request["gpu"]) if job_request else None,
+            (victims["cpu"], victims["memory"], victims["gpu"]) if victims else None)
+
+
 def queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None,
                     victims: Vec | None = None) -> list[object]:
     """The proportion plugin's queue order, first differing element decides (ascending).
 
     Remembered per queue allocation, request and victims: everything else it reads is fixed for
     the session, and the eviction solver orders the same queues in every simulation."""
-    sh = qs.shares
-    memo_key = (qs.queue.uid, (sh["cpu"].allocated, sh["memory"].allocated, sh["gpu"].allocated),
-                (job_request["cpu"], job_request["memory"], job_request["gpu"]) if job_request else None,
-                (victims["cpu"], victims["memory"], victims["gpu"]) if victims else None)
+    memo_key = order_key_inputs(qs, job_request, victims)
     known = shares.order_keys.get(memo_key)
     if known is None:
         if len(shares.order_keys) >= ORDER_KEYS_KEPT:

@@ -356,10 +356,7 @@ class Session:
         remembered by those. A key holding a rule error is not kept: the error is recorded again."""
         req = self.job_request(job) if job is not None else None
         vict = self._victims_taken(victims) if victims else None
-        alloc = self.shares.queues[queue.uid].shares
-        state = (queue.uid, (alloc["cpu"].allocated, alloc["memory"].allocated, alloc["gpu"].allocated),
-                 (req["cpu"], req["memory"], req["gpu"]) if req else None,
-                 (vict["cpu"], vict["memory"], vict["gpu"]) if vict else None)
+        state = capacity.order_key_inputs(self.shares.queues[queue.uid], req, vict)
         key = self._queue_keys.get(state)
         if key is None:
             env = self._env(queue=queue, job=job, victims=victims if isinstance(victims, list) else list(victims))

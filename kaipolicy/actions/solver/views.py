@@ -89,12 +89,4 @@ def feasible_nodes(nodes: Sequence[Node], job: Job, table: NodeTable | None = No
 def gpu_room(table: NodeTable) -> tuple[np.ndarray, np.ndarray]:
     """Every node's idle and releasing GPUs (whole, shared and MIG), in the table's order: kept in
     the table and recomputed only on the nodes a task landed on or left since."""
-    def idle(n: Node) -> float:
-        return n.idle_gpus_total()
-
-    def releasing(n: Node) -> float:
-        return n.releasing_gpus_total()
-
-    return (table.derived(("idle-gpus",), lambda: np.array([idle(n) for n in table.nodes], dtype=float), idle),
-            table.derived(("releasing-gpus",), lambda: np.array([releasing(n) for n in table.nodes], dtype=float),
-                          releasing))
+    return table.per_node(("idle-gpus",), Node.idle_gpus_total), table.per_node(("releasing-gpus",), Node.releasing_gpus_total)
