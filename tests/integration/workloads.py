@@ -11,6 +11,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kaipolicy.cli.main import main
 from tests.integration.cluster import Cluster
 
@@ -48,12 +50,17 @@ def realistic_mix(cluster: Cluster, ns: str, p: str, scheduler: str = "kai-sched
     return [pod["metadata"]["name"] for pod in pods]
 
 
-def simulated(kubeconfig: Path, shard: str, scheduler: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
-    """`kaipolicy simulate` on `kaipolicy snapshot` of the shard: each pod's task (status, node,
-    gpuGroups), by pod name."""
+def simulated(kubeconfig: Path, shard: str, scheduler: str, tmp_path: Path, cycles: int = 1) -> dict[str, dict[str, Any]]:
+    """`kaipolicy simulate` on `kaipolicy snapshot` of the shard, over `cycles` cycles settled in
+    between as the scenario format settles them: each pod's task (status, node, gpuGroups) after
+    the last, by pod name."""
     snapshot = tmp_path / "snapshot.yaml"
     cli("snapshot", "--kubeconfig", str(kubeconfig), "--shard", shard, "--scheduler-name", scheduler,
         "-o", str(snapshot))
+    if cycles != 1:
+        doc = yaml.safe_load(snapshot.read_text())
+        doc["cycles"] = cycles
+        snapshot.write_text(yaml.safe_dump(doc, sort_keys=False))
     report = json.loads(cli("simulate", str(snapshot), "--output", "json"))
     return {t["name"].split("/", 1)[1]: t for t in report["tasks"]}
 
