@@ -52,6 +52,7 @@ class SessionRule:
         "builtin",
         "calls",
         "file",
+        "head_call",
         "hook_name",
         "label",
         "line",
@@ -79,6 +80,7 @@ class SessionRule:
         self.weight = float(rule.weight)
         self.builtin = rule.builtin or None
         self.calls = rule.calls
+        self.head_call = rule.head_call
         self.with_args = dict(rule.with_args)
         self.variables = rule.hook.names
         self.reads = rule.reads

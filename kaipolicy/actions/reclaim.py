@@ -12,6 +12,7 @@ from kaipolicy.actions.eviction_loop import solve_in_order
 from kaipolicy.actions.ordering import PENDING_READY, JobsByQueue
 from kaipolicy.actions.signatures import FailedSignatures
 from kaipolicy.actions.solver import JobSolver, feasible_nodes
+from kaipolicy.actions.solver.proofs import ReclaimRefusals
 from kaipolicy.api.job import Job
 from kaipolicy.api.task import Task
 from kaipolicy.builtins.reclaimable import snapshot
@@ -49,5 +50,6 @@ def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None
                 and ssn.reclaim_victim_filter(job, v).ok]
 
     solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job, ssn.table), victims,
-                       lambda partial, scenario: ssn.reclaim_scenario_validator(partial, scenario), rules, start)
+                       lambda partial, scenario: ssn.reclaim_scenario_validator(partial, scenario), rules, start,
+                       ReclaimRefusals.for_session(ssn))
     return solver.solve(job)

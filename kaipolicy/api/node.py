@@ -247,6 +247,16 @@ class Node:
             best = max(best, room)
         return best
 
+    @property
+    def shared_room_total(self) -> float:
+        """GPU memory (MiB) left in all the shared groups a task could still join, together."""
+        total = 0.0
+        for group, used in self.shared_used.items():
+            if used == 0 or self._all_released(group):
+                continue
+            total += max(self.gpu_memory - self.shared_allocated.get(group, 0) + self.shared_releasing.get(group, 0), 0)
+        return total
+
     def fits_on_group(self, req: Request, group: str) -> bool:
         return (self.shared_used.get(group, 0) != 0 and self._enough_on_gpu(req, group)
                 and not self._all_released(group))

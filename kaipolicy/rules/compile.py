@@ -65,6 +65,7 @@ class CompiledRule:
     reads: frozenset[str] = frozenset()   # the variables its expressions name (hook names, args, cluster)
     mode: str = "enforce"                 # enforce | warn | audit: warn and audit rules change nothing
     calls: str = ""    # the vocabulary function that is the rule's one expression (see lone_call)
+    head_call: str = ""   # the vocabulary function the rule's one expression calls, whatever its arguments
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -139,7 +140,22 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
     return CompiledRule(rule.name, hook, rule.file, rule.line, hook.form, variables, rule.weight,
                         rule.description, rule.builtin, dict(rule.with_args), can_vector, rule.cost,
                         "\n".join(sources), values.get("_make_scalar"), values.get("_make_vector"),
-                        values.get("_make_message"), reads, rule.mode, lone_call(trees, hook.names))
+                        values.get("_make_message"), reads, rule.mode, lone_call(trees, hook.names),
+                        head_call(trees))
+
+
+def head_call(trees: Mapping[str, t.Expr]) -> str:
+    """The vocabulary function whose value is the rule's value, when the rule's one expression (no
+    guard, no message) is a call to it, whatever the arguments; otherwise "". The checker has
+    typed the arguments, so a function taking the hook's only value of some type is given it."""
+    if len(trees) != 1:
+        return ""
+    (tree,) = trees.values()
+    if not isinstance(tree, t.Call):
+        return ""
+    if tree.target is None:
+        return tree.name
+    return f"{tree.target.name}.{tree.name}" if isinstance(tree.target, t.Ident) else ""
 
 
 def lone_call(trees: Mapping[str, t.Expr], names: Sequence[str]) -> str:

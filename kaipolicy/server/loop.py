@@ -211,7 +211,8 @@ def _record_tally(ssn: Session, preempted: int) -> None:
     counters = {"considered": metrics.PODGROUPS_CONSIDERED, "simulated": metrics.SCENARIOS_SIMULATED,
                 "filtered": metrics.SCENARIOS_FILTERED}
     for (what, action), n in sorted(ssn.tally.items()):
-        counters[what].inc(action, n)
+        if what in counters:    # the rest are kaipolicy's own (refusals proven before simulating)
+            counters[what].inc(action, n)
     # the reference counts a preemption attempt when preempt commits one (jobs scheduled by preempt)
     if preempted:
         metrics.PREEMPTION_ATTEMPTS.inc(amount=preempted)

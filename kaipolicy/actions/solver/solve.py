@@ -19,6 +19,7 @@ from kaipolicy import timelimit
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _QueueNode
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
+from kaipolicy.actions.solver.proofs import ReclaimRefusals
 from kaipolicy.actions.solver.scenario import Scenario
 from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, VictimSource
 from kaipolicy.actions.solver.views import partial_job
@@ -62,7 +63,9 @@ FAILED = Solution(False)
 
 class JobSolver:
     def __init__(self, ssn: Session, action: str, feasible: Sequence[Node], victims: Callable[[], list[Job]],
-                 validator: Validator | None, rules: str, start_shares: Any = None) -> None:
+                 validator: Validator | None, rules: str, start_shares: Any = None,
+                 refusals: ReclaimRefusals | None = None) -> None:
+        """`refusals`: proves some scenarios refused by `validator` before they are simulated."""
         self.ssn = ssn
         self.action = action
         self.where = f"in {action}"     # what a time limit reached in the middle says
@@ -72,6 +75,7 @@ class JobSolver:
         self.validator = validator
         self.rules = rules
         self.start_shares = start_shares
+        self.refusals = refusals
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending_order: SortedJobs | None = None
 
@@ -170,11 +174,12 @@ def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, No
         latest = scenario.latest_potential_victim
         if latest is None:
             if scenario.recorded_tasks:
-                result = _simulate(solver, scenario, stmt, feasible, list(scenario.recorded_tasks))
+                result = _simulate(solver, scenario, stmt, feasible, list(scenario.recorded_tasks), True)
                 if result is not None:
                     return result
         else:
-            for node in sorted({t.node for t in latest.tasks.values()}):
+            victim_nodes = sorted({t.node for t in latest.tasks.values()})
+            for node in victim_nodes:
                 cp = stmt.checkpoint()
                 tasks = scenario.tasks_on_nodes([node])
                 evict_all(ssn, stmt, tasks, preemptor, solver.action, solver.rules)
@@ -183,7 +188,11 @@ def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, No
                     if t.node not in feasible:
                         feasible[t.node] = ssn.cluster.nodes[t.node]
                         added.append(t.node)
-                result = _simulate(solver, scenario, stmt, feasible, [*scenario.recorded_tasks, *tasks])
+                # A proven refusal ends the scenario as a refused simulation would; one that would
+                # not place the preemptor goes on to the next node and takes the added nodes back
+                # out, so a proof stands in for the simulation only where both end alike.
+                provable = len(victim_nodes) == 1 and not added
+                result = _simulate(solver, scenario, stmt, feasible, [*scenario.recorded_tasks, *tasks], provable)
                 if result is not None:
                     return result
                 for name in added:
@@ -196,11 +205,15 @@ def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, No
 
 
 def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: dict[str, Node],
-              victim_tasks: list[Task]) -> Solution | None:
-    """None when the partial job does not fit; otherwise the (validated or refused) solution."""
+              victim_tasks: list[Task], provable: bool) -> Solution | None:
+    """None when the partial job does not fit; otherwise the (validated or refused) solution.
+    With `provable`, a refusal proven before the simulation ends it as the validator would."""
     nodes = list(feasible.values())
     if _preemptor_cannot_fit(solver.ssn, scenario.preemptor, nodes, victim_tasks):
         return None
+    if provable and solver.refusals is not None and solver.refusals.refuses(scenario, nodes, victim_tasks):
+        stmt.discard()
+        return FAILED
     if not _allocate_virtually(solver, scenario.preemptor, stmt, nodes, victim_tasks):
         return None
     preempted = [t for t in victim_tasks if t.status == Status.RELEASING]

@@ -1,0 +1,119 @@
+"""Seeded random clusters under reclaim pressure: GPU nodes filled with the running pods of
+several queues (whole GPUs, fractions, GPU memory, CPU-only; single pods and gangs), and pending
+jobs of a queue with fair share left to take. The general generator (`generate.py`) rarely
+reaches the eviction solver's deep search; these reach it on every seed.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+
+class _Node:
+    """A node's spec, and the room its running pods leave."""
+
+    def __init__(self, name: str, gpus: int, gpu_memory: int, cpu: int, memory: int) -> None:
+        self.spec = {"name": name, "gpus": gpus, "gpuMemoryMiB": gpu_memory or 1000, "cpuMillis": cpu,
+                     "memoryBytes": memory, "maxPods": 110}
+        self.name, self.gpu_memory = name, gpu_memory
+        self.whole, self.cpu, self.memory, self.pods = gpus, cpu, memory, 110
+        self.groups: dict[str, int] = {}      # shared group -> MiB used
+
+    def take(self, req: dict[str, Any], rng: random.Random) -> list[str] | None:
+        """GPU groups for a pod of `req` if it fits here (taking its room), else None."""
+        cpu, mem = req.get("cpuMillis", 0), req.get("memoryBytes", 0)
+        if cpu > self.cpu or mem > self.memory or self.pods < 1:
+            return None
+        groups: list[str] = []
+        if "gpuMemoryMiB" in req or 0 < req.get("gpus", 0) < 1:
+            mib = req.get("gpuMemoryMiB") or int(req["gpus"] * self.gpu_memory)
+            open_ = [g for g, used in self.groups.items() if used + mib <= self.gpu_memory]
+            if open_ and rng.random() < 0.7:
+                groups = [rng.choice(open_)]
+            elif self.whole >= 1:
+                self.whole -= 1
+                groups = [f"{self.name}-g{len(self.groups)}"]
+                self.groups[groups[0]] = 0
+            else:
+                return None
+            self.groups[groups[0]] += mib
+        elif req.get("gpus", 0) >= 1:
+            if req["gpus"] > self.whole:
+                return None
+            self.whole -= int(req["gpus"])
+        self.cpu, self.memory, self.pods = self.cpu - cpu, self.memory - mem, self.pods - 1
+        return groups
+
+
+def scenario(seed: int) -> dict[str, Any]:
+    r = random.Random(seed)
+    memory_per_device = r.choice((16000, 40000))
+    nodes = [_Node(f"n{i}", r.choice((1, 2, 4, 8)), memory_per_device, r.choice((16000, 64000)), 256 * 2**30)
+             for i in range(r.randint(2, 8))]
+    cpu_nodes = [_Node(f"c{i}", 0, 0, 32000, 128 * 2**30) for i in range(r.choice((0, 0, 1, 2)))]
+    gpus = sum(n.whole for n in nodes)
+    names = [f"q{i}" for i in range(r.randint(2, 4))]
+    departments = [f"d{i}" for i in range(r.choice((0, 1, 2)))]
+    queues = []
+    for i, name in enumerate(names):
+        q: dict[str, Any] = {"name": name, "creationOrder": i,
+                             "deserved": {"gpu": r.choice((0, 0.5, 1, 2, round(gpus / len(names), 1)))}}
+        if departments:
+            q["parent"] = r.choice(departments)
+        queues.append(q)
+    doc: dict[str, Any] = {"name": f"reclaim pressure seed {seed}", "actions": r.choice(
+        (["reclaim"], ["allocate", "reclaim"], ["allocate", "consolidation", "reclaim", "preempt"])),
+        "cycles": r.choice((1, 1, 2)), "queues": queues,
+        "params": {"allowConsolidatingReclaim": r.random() < 0.7}}
+    if departments:
+        doc["departments"] = [{"name": d, "creationOrder": i} for i, d in enumerate(departments)]
+    jobs = _running(r, names[1:] or names, nodes + cpu_nodes)
+    reclaimer = names[0]
+    for j in range(r.randint(1, 4)):
+        size = r.choice((1, 1, 1, 2, 3))
+        jobs.append({"name": f"want{j}", "queue": reclaimer, "priority": r.choice((50, 100)),
+                     "createdMinutesAgo": r.choice((1, 2, 5)),
+                     "perTask": _request(r, memory_per_device) if r.random() < 0.3 else _whole(r),
+                     "minAvailable": size, "tasks": [{"state": "Pending"}] * size})
+    doc["nodes"] = [n.spec for n in nodes + cpu_nodes]
+    doc["jobs"] = jobs
+    return doc
+
+
+def _running(r: random.Random, queues: list[str], nodes: list[_Node]) -> list[dict[str, Any]]:
+    jobs = []
+    for j in range(r.randint(3, 14)):
+        req = _request(r, nodes[0].gpu_memory)
+        size = r.choice((1, 1, 1, 2, 3))
+        tasks = []
+        for _ in range(size):
+            for node in r.sample(nodes, len(nodes)):
+                groups = node.take(req, r)
+                if groups is not None:
+                    tasks.append({"state": "Running", "node": node.name, **({"gpuGroups": groups} if groups else {})})
+                    break
+        if not tasks:
+            continue
+        jobs.append({"name": f"run{j}", "queue": r.choice(queues), "priority": r.choice((50, 50, 100)),
+                     "createdMinutesAgo": r.choice((10, 20, 30)), "perTask": req,
+                     "minAvailable": r.randint(1, len(tasks)), "tasks": tasks})
+    return jobs
+
+
+def _whole(r: random.Random) -> dict[str, Any]:
+    return {"cpuMillis": r.choice((500, 2000, 8000)), "memoryBytes": r.choice((2, 16, 64)) * 2**30,
+            "gpus": r.choice((1, 1, 2))}
+
+
+def _request(r: random.Random, memory_per_device: int) -> dict[str, Any]:
+    req: dict[str, Any] = {"cpuMillis": r.choice((500, 2000, 8000)), "memoryBytes": r.choice((2, 16, 64)) * 2**30}
+    kind = r.choice(("whole", "whole", "fraction", "fraction", "memory", "cpu"))
+    if kind == "whole":
+        req["gpus"] = r.choice((1, 1, 2))
+    elif kind == "fraction":
+        req["gpus"] = r.choice((0.25, 0.5, 0.5, 0.7))
+    elif kind == "memory":
+        req["gpuMemoryMiB"] = r.choice((memory_per_device // 4, memory_per_device // 2))
+    return req
+
