@@ -93,7 +93,7 @@ def fits_strategy(request: Vec, reclaimer: QueueShare, reclaimee: QueueShare, re
 def _take(queues: dict[str, QueueShare], remaining: dict[str, Vec], queue_uid: str, chunk: Vec,
           involved: dict[str, set[str]]) -> None:
     source = set(involved[queue_uid])
-    for qs in _path_up(queues, queue_uid):
+    for qs in path_up(queues, queue_uid):
         left = remaining.setdefault(qs.queue.uid, qs.get("allocated"))
         for r in RESOURCES:
             left[r] -= chunk[r]
@@ -103,7 +103,7 @@ def _take(queues: dict[str, QueueShare], remaining: dict[str, Vec], queue_uid: s
 def _within_boundaries(queues: dict[str, QueueShare], queue_uid: str, preemptible: bool, request: Vec,
                        remaining: dict[str, Vec], involved: dict[str, set[str]], multiplier: float) -> bool:
     own = _involved([request])
-    for qs in _path_up(queues, queue_uid):
+    for qs in path_up(queues, queue_uid):
         left = remaining.get(qs.queue.uid)
         if left is None:
             left = qs.get("allocated")
@@ -114,7 +114,7 @@ def _within_boundaries(queues: dict[str, QueueShare], queue_uid: str, preemptibl
             if sib.queue.parent != qs.queue.parent or sib is qs:
                 continue
             names = involved.get(sib_uid, set()) | own
-            if not _saturation_lower(names, left, qs.get("fair_share"), remaining[sib_uid], sib.get("fair_share"),
+            if not saturation_lower(names, left, qs.get("fair_share"), remaining[sib_uid], sib.get("fair_share"),
                                      multiplier):
                 return False
         if not preemptible and not less_equal(_plus(qs.get("allocated_non_preemptible"), request),
@@ -123,7 +123,7 @@ def _within_boundaries(queues: dict[str, QueueShare], queue_uid: str, preemptibl
     return True
 
 
-def _saturation_lower(names: Iterable[str], mine: Vec, my_fair: Vec, theirs: Vec, their_fair: Vec,
+def saturation_lower(names: Iterable[str], mine: Vec, my_fair: Vec, theirs: Vec, their_fair: Vec,
                       multiplier: float) -> bool:
     for r in names:
         if my_fair[r] == UNLIMITED and their_fair[r] == UNLIMITED:
@@ -144,7 +144,7 @@ def _ratio(allocated: float, fair: float) -> float:
 
 def leveled_queues(queues: dict[str, QueueShare], a: str, b: str) -> tuple[QueueShare, QueueShare]:
     """The two queues' ancestors (or themselves) at the first level where their paths differ."""
-    pa, pb = list(reversed(_path_up(queues, a))), list(reversed(_path_up(queues, b)))
+    pa, pb = list(reversed(path_up(queues, a))), list(reversed(path_up(queues, b)))
     qa, qb = pa[0], pb[0]
     for x, y in zip(pa, pb):
         qa, qb = x, y
@@ -153,7 +153,7 @@ def leveled_queues(queues: dict[str, QueueShare], a: str, b: str) -> tuple[Queue
     return qa, qb
 
 
-def _path_up(queues: dict[str, QueueShare], uid: str) -> list[QueueShare]:
+def path_up(queues: dict[str, QueueShare], uid: str) -> list[QueueShare]:
     out = []
     qs = queues.get(uid)
     while qs is not None:

@@ -138,12 +138,14 @@ def test_clusters_under_reclaim_pressure_decide_alike_with_the_shortcuts_off(sta
 
 
 def test_clusters_under_reclaim_pressure_are_where_refusals_get_proven() -> None:
-    # the comparison above means something only if the proof stands in for simulations there
-    proven = 0
+    # the comparison above means something only if the proofs stand in for simulations there:
+    # before a simulation, and after the preemptor's turn
+    proven = cut_short = 0
     for seed in PRESSURE[:100]:
         res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
         proven += res.last.tally["proven", "reclaim"] > 0
-    assert proven >= 3
+        cut_short += res.last.tally["cut short", "reclaim"] > 0
+    assert proven >= 3 and cut_short >= 3
 
 
 def _bench_shapes() -> Any:

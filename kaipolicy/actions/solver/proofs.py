@@ -1,4 +1,4 @@
-"""Reclaim scenarios proven refused before they are simulated.
+"""Reclaim scenarios proven refused before they are simulated, or before their simulation ends.
 
 The proportion validator refuses a scenario as soon as a victim queue gives up anything while
 the chunk strategies fail for it at its full allocation: neither strategy holds for less either,
@@ -6,20 +6,28 @@ so any pod of such a *protected* queue left evicted dooms the scenario. When an 
 shows that the preemptor and the protected pods that can only go where the preemptor can cannot
 all fit there together, some of those pods stays evicted in every simulation that places the
 preemptor: the simulation could only end unplaced or refused, so it is not run.
+
+Once a simulation has placed the preemptor, what the victims still to take their turn can do is
+bounded: nodes only fill up, so a pod that fits nowhere now stays evicted, and the whole GPUs the
+others can take back are at most those left free. When the validator refuses every outcome in
+those bounds (a protected queue loses a pod, or the reclaimer's saturation check fails against a
+sibling that surely loses enough), the simulation stops there, refused as it would end.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
 from kaipolicy.actions.solver.scenario import Scenario
 from kaipolicy.api.node import Node
+from kaipolicy.api.queue import RESOURCES
 from kaipolicy.api.resources import RequestType
 from kaipolicy.api.task import Status, Task
-from kaipolicy.builtins.reclaimable import fits_strategy, leveled_queues
+from kaipolicy.builtins.fairshare import QueueShare, Vec, accepted_quantities
+from kaipolicy.builtins.reclaimable import fits_strategy, leveled_queues, path_up, saturation_lower
 from kaipolicy.framework.fits import fits_mask
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.tasks import tasks_to_allocate
@@ -73,6 +81,59 @@ class ReclaimRefusals:
                 ssn.coverage.hit(self.label)
             ssn.tally["proven", ssn.action] += 1
         return proven
+
+    def refused_after_preemptor(self, scenario: Scenario, nodes: Sequence[Node], victims: Sequence[Task],
+                                waiting: Collection[str]) -> bool:
+        """True when the validator must refuse however the victim jobs still to take their turn
+        (`waiting`, by uid) are placed back: the preemptor has just been placed. Records the
+        refusal as the validator would (it would be asked, since the preemptor is placed)."""
+        ssn = self.ssn
+        jobs = ssn.cluster.jobs
+        if any(jobs[t.job].has_pending for t in victims):
+            return False    # a victim's failed re-placement records fit errors its owner reads
+        evicted = [t for t in victims if t.status == Status.RELEASING]
+        if self.skip_reallocated:
+            if not all(_placed_back_alike(t) for t in evicted if t.job in waiting):
+                return False
+            sure, maybe, free = self._left_evicted(nodes, evicted, waiting)
+        else:   # every victim of the scenario counts, placed back or not
+            sure = [t for v in scenario.victims for t in v.tasks]
+            maybe, free = [], 0.0
+        if not sure and not maybe:
+            return False
+        if not _RefusalBounds(self, scenario, sure, maybe, free).refused():
+            return False
+        ssn.refusals[self.label] += 1
+        if ssn.coverage is not None:
+            ssn.coverage.hit(self.label)
+        ssn.tally["cut short", ssn.action] += 1
+        return True
+
+    def _left_evicted(self, nodes: Sequence[Node], evicted: list[Task], waiting: Collection[str]
+                      ) -> tuple[list[Task], list[Task], float]:
+        """The evicted pods sure to stay evicted, those that may go back, and the whole GPUs left
+        free on the nodes. A victim job goes back whole or not at all (its gang, pod set by pod
+        set, as allocate_job places it): it stays out when its turn has passed, or when a pod it
+        places fits nowhere now or its pods ask for more whole GPUs than are left."""
+        ssn = self.ssn
+        view = ssn.table.view(nodes)
+        free = float(np.floor(view.free_gpus + 1e-9).sum())
+        by_job: dict[str, list[Task]] = {}
+        for t in evicted:
+            by_job.setdefault(t.job, []).append(t)
+        sure: list[Task] = []
+        maybe: list[Task] = []
+        for uid, tasks in by_job.items():
+            if uid not in waiting:
+                sure += tasks
+                continue
+            placing = tasks_to_allocate(ssn, ssn.cluster.jobs[uid], False)
+            whole = sum(t.request.gpus for t in placing if not t.request.is_shared and not t.request.mig)
+            if whole > free or any(not fits_mask(view, t, with_releasing=True).any() for t in placing):
+                sure += tasks
+            else:
+                maybe += tasks
+        return sure, maybe, free
 
     def _is_protected(self, scenario: Scenario, queue: str) -> bool:
         """Neither chunk strategy holds for the queue's first chunk (taken at its full allocation)."""
@@ -147,4 +208,73 @@ def one_stays_evicted(ssn: Session, nodes: Sequence[Node], preemptor: Sequence[T
     need = sum(t.request.count * min(n.gpu_memory_of(t.request) for n in hosts) for t in shared)
     offered = sum(math.floor(n.free_gpus + 1e-9) * n.gpu_memory + n.shared_room_total for n in hosts)
     return need > offered - whole * min(n.gpu_memory for n in hosts)
+
+
+
+class _RefusalBounds:
+    """What the proportion validator sees of a simulation's end, bounded: `sure` pods stay
+    evicted; of `maybe` pods any may go back, but the whole-GPU ones together at most `free`
+    GPUs. Refused when a protected queue surely gives up a pod, or when the reclaimer's
+    saturation check fails against a sibling with what that sibling surely gives up and the
+    most the reclaimer's own branch could give (the saturation multiplier taken as 1, its least)."""
+
+    def __init__(self, proof: ReclaimRefusals, scenario: Scenario, sure: list[Task], maybe: list[Task],
+                 free: float) -> None:
+        self.proof, self.scenario = proof, scenario
+        self.queues = scenario.start_shares or proof.ssn.shares.queues
+        jobs = proof.ssn.cluster.jobs
+        self.sure = [(t, jobs[t.job].queue) for t in sure]
+        self.maybe = [(t, jobs[t.job].queue) for t in maybe]
+        whole = [t.request.gpus for t, _ in self.maybe if not t.request.is_shared and not t.request.mig]
+        self.must_stay = max(0.0, sum(whole) - free)     # whole GPUs among `maybe` that cannot all go back
+        self._paths: dict[str, set[str]] = {}
+
+    def refused(self) -> bool:
+        scenario = self.scenario
+        for queue in dict.fromkeys(q for _, q in [*self.sure, *self.maybe]):
+            if self.proof._is_protected(scenario, queue) and self._least_taken(queue) is not None:
+                return True
+        reclaimer = scenario.preemptor.queue
+        if reclaimer not in self.queues:
+            return False
+        request = scenario.request
+        own = {r for r in RESOURCES if request[r] > 0}
+        for qs in path_up(self.queues, reclaimer):
+            most = self._taken(qs.queue.uid, [*self.sure, *self.maybe])
+            mine = {r: qs.get("allocated")[r] - most[r] + request[r] for r in RESOURCES}
+            for sib in self._siblings(qs):
+                least = self._least_taken(sib.queue.uid)
+                if least is None:
+                    continue
+                names = own | {r for r in RESOURCES if least[r] > 0}
+                theirs = {r: sib.get("allocated")[r] - least[r] for r in RESOURCES}
+                if not saturation_lower(names, mine, qs.get("fair_share"), theirs, sib.get("fair_share"), 1.0):
+                    return True
+        return False
+
+    def _siblings(self, qs: QueueShare) -> list[QueueShare]:
+        return [q for q in self.queues.values() if q.queue.parent == qs.queue.parent and q is not qs]
+
+    def _least_taken(self, uid: str) -> Vec | None:
+        """What the queue's subtree surely gives up, or None when it may give up nothing."""
+        least = self._taken(uid, self.sure)
+        outside = sum(t.request.gpus for t, q in self.maybe
+                      if not t.request.is_shared and not t.request.mig and not self._under(q, uid))
+        least["gpu"] += max(0.0, self.must_stay - outside)
+        inside = any(self._under(q, uid) for _, q in self.sure)
+        return least if inside or least["gpu"] > 0 else None
+
+    def _taken(self, uid: str, tasks: list[tuple[Task, str]]) -> Vec:
+        total = {r: 0.0 for r in RESOURCES}
+        for t, q in tasks:
+            if self._under(q, uid):
+                for r, v in accepted_quantities(t).items():
+                    total[r] += v
+        return total
+
+    def _under(self, queue: str, uid: str) -> bool:
+        path = self._paths.get(queue)
+        if path is None:
+            path = self._paths[queue] = {qs.queue.uid for qs in path_up(self.queues, queue)}
+        return uid in path
 

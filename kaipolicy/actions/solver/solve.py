@@ -214,7 +214,11 @@ def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: 
     if provable and solver.refusals is not None and solver.refusals.refuses(scenario, nodes, victim_tasks):
         stmt.discard()
         return FAILED
-    if not _allocate_virtually(solver, scenario.preemptor, stmt, nodes, victim_tasks):
+    placed = _allocate_virtually(solver, scenario, stmt, nodes, victim_tasks)
+    if placed is REFUSED:
+        stmt.discard()
+        return FAILED
+    if not placed:
         return None
     preempted = [t for t in victim_tasks if t.status == Status.RELEASING]
     moved = [t for t in victim_tasks if t.status == Status.PIPELINED]
@@ -232,11 +236,18 @@ def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: 
     return Solution(True, victims, jobs, stmt)
 
 
-def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, nodes: list[Node],
-                        victim_tasks: list[Task]) -> bool:
+#: What `_allocate_virtually` returns when the preemptor was placed and the validator is sure to
+#: refuse whatever the rest of the simulation does (it is not run).
+REFUSED = "refused"
+
+
+def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, nodes: list[Node],
+                        victim_tasks: list[Task]) -> bool | str:
     """Re-place the preemptor and the victims' jobs in job order, pipeline only; other pending
-    jobs only take part in the ordering, as in the reference."""
+    jobs only take part in the ordering, as in the reference. True when the preemptor was placed,
+    REFUSED when it was and the refusal is already certain."""
     ssn = solver.ssn
+    preemptor = scenario.preemptor
     victim_uids = {t.job for t in victim_tasks}
     jobs = {uid: ssn.cluster.jobs[uid] for uid in dict.fromkeys(t.job for t in victim_tasks)}
     jobs[preemptor.uid] = preemptor
@@ -263,6 +274,11 @@ def _allocate_virtually(solver: JobSolver, preemptor: Job, stmt: Statement, node
         elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
             order.placements += 1
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
+        else:
+            continue
+        if placed and unplaced and solver.refusals is not None \
+                and solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
+            return REFUSED
     return placed
 
 

@@ -1,17 +1,19 @@
-"""Reclaim scenarios proven refused: the capacity count behind the proof, and a cluster where the
-proof stands in for the simulation and the decisions are those of simulating."""
+"""Reclaim scenarios proven refused: the capacity count behind the proof, a cluster where the proof
+stands in for the simulation and the decisions are those of simulating, and the bounds that end a
+simulation once the preemptor is placed."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kaipolicy.actions.solver import proofs
+from kaipolicy.actions.solver import Scenario, proofs
 from kaipolicy.actions.solver.proofs import one_stays_evicted
 from kaipolicy.api.task import Status
+from kaipolicy.builtins.reclaimable import snapshot
 from kaipolicy.cycle import open_session
 from kaipolicy.framework.config import SchedulerConfig
 from kaipolicy.framework.session import Session
-from kaipolicy.framework.tasks import tasks_to_allocate
+from kaipolicy.framework.tasks import init_request_quantities, tasks_to_allocate
 from kaipolicy.simulate import simulate, without_timings
 from tests.scenarios.shared import default_bundle
 from tests.unit.helpers import job, node, scenario
@@ -86,3 +88,55 @@ def test_a_proven_refusal_decides_as_the_simulation_it_stands_in_for() -> None:
     assert ssn.tally["proven", "reclaim"] >= 1 and plain_ssn.tally["proven", "reclaim"] == 0
     assert ssn.tally["simulated", "reclaim"] == plain_ssn.tally["simulated", "reclaim"]
     assert next(t for t in report["tasks"] if t["name"] == "want-0")["status"] == "Pending"
+
+
+ONE = {"gpus": 1, "cpuMillis": 1000, "memoryBytes": 10**9}
+DEPARTMENTS = [{"name": "d0", "deserved": {"gpu": 4}, "creationOrder": 0},
+               {"name": "d1", "deserved": {"gpu": 4}, "creationOrder": 1}]
+IN_DEPARTMENTS = [{"name": "q0", "parent": "d0", "deserved": {"gpu": 3}, "creationOrder": 2},
+                  {"name": "q0b", "parent": "d0", "deserved": {"gpu": 1}, "creationOrder": 3},
+                  {"name": "q1", "parent": "d1", "deserved": {"gpu": 4}, "creationOrder": 4}]
+
+
+def _preemptor_placed(free_gpus: int) -> tuple[Session, proofs.ReclaimRefusals, Scenario, list[Any]]:
+    """d0 and d1 each hold their 4 deserved GPUs: q1's gang of 4 on n0; n1 has q0's pod, q0b's 3
+    pods that cannot be evicted, and `free_gpus` more. The gang is evicted for a one-GPU job of
+    q0 and that job is placed where the gang was."""
+    jobs = [job("gang", "q1", perTask=ONE, minAvailable=4, tasks=[{"state": "Running", "node": "n0"}] * 4),
+            job("mine", "q0", perTask=ONE, tasks=[{"state": "Running", "node": "n1"}]),
+            job("theirs", "q0b", perTask=ONE, preemptible=False, minAvailable=3,
+                tasks=[{"state": "Running", "node": "n1"}] * 3),
+            job("want", "q0", perTask=ONE)]
+    nodes = [node("n0"), node("n1", gpus=4 + free_gpus)]
+    doc = scenario(nodes, jobs, IN_DEPARTMENTS, departments=DEPARTMENTS)
+    ssn = open_session(doc.snapshot(), SchedulerConfig(), default_bundle())
+    proof = proofs.ReclaimRefusals.for_session(ssn)
+    assert proof is not None
+    want = ssn.cluster.jobs["want"]
+    gang = ssn.cluster.jobs["gang"]
+    scen = Scenario("reclaim", ssn.cluster.jobs, want, dict(init_request_quantities(ssn, want)), [],
+                    snapshot(ssn.shares.queues))
+    scen.add_potential(gang, list(gang.tasks.values()))
+    stmt = ssn.statement()
+    victims = list(gang.tasks.values())
+    for t in victims:
+        stmt.evict(t, "test", {})
+    stmt.pipeline(next(iter(want.tasks.values())), "n0", False)
+    return ssn, proof, scen, victims
+
+
+def test_a_gang_that_cannot_come_back_whole_dooms_the_scenario_once_the_preemptor_is_placed() -> None:
+    # d0 would hold 5 of its 4 GPUs after the reclaim, d1 surely gives up its gang (it needs 4
+    # GPUs, 3 are left): the saturation check fails, whatever the gang's turn brings
+    ssn, proof, scen, victims = _preemptor_placed(free_gpus=0)
+    assert proof.refused_after_preemptor(scen, ssn.node_list, victims, {"gang"})
+    assert ssn.refusals[proof.label] == 1 and ssn.tally["cut short", ""] == 1
+
+
+def test_a_gang_that_may_come_back_whole_proves_nothing() -> None:
+    # four GPUs free on n1: the gang may go back there, and then nothing is taken from d1
+    ssn, proof, scen, victims = _preemptor_placed(free_gpus=4)
+    assert not proof.refused_after_preemptor(scen, ssn.node_list, victims, {"gang"})
+    assert not ssn.refusals
+    # once its turn has passed without it, it stays out
+    assert proof.refused_after_preemptor(scen, ssn.node_list, victims, set())
