@@ -64,7 +64,7 @@ class ReclaimRefusals:
         """True when every simulation of these evictions that places the preemptor is refused.
         Called with the evictions applied; records the refusal as the validator would."""
         jobs = self.ssn.cluster.jobs
-        if any(jobs[t.job].has_pending for t in evicted):
+        if any(jobs[uid].has_pending for uid in {t.job for t in evicted}):
             return False    # a victim's failed re-placement records fit errors its owner reads
         preemptor = tasks_to_allocate(self.ssn, scenario.preemptor, False)
         if not all(map(_placed_alike, preemptor)) or not all(map(_placed_back_alike, evicted)):
@@ -89,7 +89,7 @@ class ReclaimRefusals:
         refusal as the validator would (it would be asked, since the preemptor is placed)."""
         ssn = self.ssn
         jobs = ssn.cluster.jobs
-        if any(jobs[t.job].has_pending for t in victims):
+        if any(jobs[uid].has_pending for uid in {t.job for t in victims}):
             return False    # a victim's failed re-placement records fit errors its owner reads
         evicted = [t for t in victims if t.status == Status.RELEASING]
         if self.skip_reallocated:

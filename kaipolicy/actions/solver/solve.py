@@ -299,7 +299,7 @@ def _preemptor_cannot_fit(ssn: Session, preemptor: Job, nodes: list[Node], victi
     cannot fit then either, and the order need not be built. Not used when a victim job also
     has pending pods: its failed re-placement in the simulation records fit errors its owner reads."""
     jobs = ssn.cluster.jobs
-    if any(jobs[t.job].has_pending for t in victim_tasks):
+    if any(jobs[uid].has_pending for uid in {t.job for t in victim_tasks}):
         return False
     view = ssn.table.view(nodes)
     return any(not fits_mask(view, t, with_releasing=True).any() for t in tasks_to_allocate(ssn, preemptor, False))
