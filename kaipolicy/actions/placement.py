@@ -108,7 +108,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
     reasons: Counter[str] = Counter()
     rejections = Rejections(ssn.audit.detail) if audit else None
     if fits.any():
-        ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes), fits, view.index, SCALAR_PROBES))
+        ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes), fits, view.index, SCALAR_PROBES, view.every))
         verdicts: dict[int, Outcome | None] = {}   # by position in `nodes`, once judged as a vector
         k = 0
         while (i := ranking.at(k)) is not None:
@@ -165,13 +165,14 @@ class _Ranking:
         return self._seen[k:]
 
 
-def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes: int) -> Iterator[int]:
+def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes: int,
+               in_row_order: bool = False) -> Iterator[int]:
     """Positions of the allowed nodes, highest score first and equal scores by table row (node
     name), as lexsort orders them: the first `probes` picked one at a time, the rest sorted
-    only if asked for."""
+    only if asked for. `in_row_order`: the rows are known to ascend (every node, in order)."""
     open_ = allowed.copy()
     masked = np.where(allowed, scores, -np.inf)
-    in_row_order = len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
+    in_row_order = in_row_order or len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
     for _ in range(probes):
         pick = int(masked.argmax())     # the first of equal maxima (or the first NaN)
         best = masked[pick]

@@ -33,3 +33,15 @@ def having(allocatable: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """Which nodes have the resource, and their positions (None when every node has it)."""
     counted = np.asarray(allocatable, dtype=float) != 0
     return counted, None if counted.all() else np.flatnonzero(counted)
+
+
+def score_of(free: float, counted: bool, lo: float, hi: float) -> float:
+    """`scores` for one node, given the emptiest and fullest of the counted nodes: the same
+    operations in the same order, so the same bits."""
+    if hi == 0:
+        return 0.0
+    if lo == hi:
+        return 9.0 if counted else 0.0
+    if not counted:
+        return 0.0
+    return (1 - (free - lo) / (hi - lo)) * 9.0

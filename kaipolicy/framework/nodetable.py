@@ -118,6 +118,10 @@ class NodeTable:
         self._derived[key] = (values, self.change_count())
         return values.copy()
 
+    def forget(self, key: Hashable) -> None:
+        """Drop a derived array (its caller will not ask for it again)."""
+        self._derived.pop(key, None)
+
     def per_node(self, key: Hashable, row: Callable[[Node], float]) -> np.ndarray:
         """`derived` for a float each node gives alone: the whole array is `row` over every node."""
         return self.derived(key, lambda: np.array([row(n) for n in self.nodes], dtype=float), row)

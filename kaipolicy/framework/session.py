@@ -567,7 +567,10 @@ class Session:
         for rule in rules:
             values, _ = self._node_values(rule, task, job, nodes, view, idx)
             if values is not None:
-                weighted = np.multiply(values, rule.weight, dtype=np.float64)
+                # x * 1.0 is x, bit for bit: a float array of weight 1 that the rule made for
+                # this call (not a live column) is its own weighted part
+                weighted = values if rule.weight == 1.0 and values.dtype == np.float64 and values.flags.owndata \
+                    else np.multiply(values, rule.weight, dtype=np.float64)
                 total += weighted
                 parts[rule.label] = weighted
         shadow_parts: dict[str, np.ndarray] = {}

@@ -154,8 +154,22 @@ def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.nda
     if not node.every:
         return binpack.scores(free, np.asarray(getattr(node, alloc_col), dtype=float))
     # which nodes have the resource never changes: over all nodes it is worked out once
-    having = node.table.constant(("has", alloc_col), lambda: binpack.having(getattr(node, alloc_col)))
-    return binpack.scores(free, getattr(node, alloc_col), having)
+    table = node.table
+    having = table.constant(("has", alloc_col), lambda: binpack.having(getattr(node, alloc_col)))
+    counted, rows = having
+    if rows is not None and len(rows) == 0:
+        return np.zeros(free.shape)
+    values = free if rows is None else free.take(rows)
+    lo, hi = float(values.min()), float(values.max())
+    # Kept while the emptiest and fullest counted nodes stay as they are: then only the nodes a
+    # task landed on or left change score. Only the latest bounds' array is kept.
+    key = ("binpack", resource, lo, hi)
+    last = table.constant(("binpack-bounds", resource), dict)
+    if last.get("key") not in (None, key):
+        table.forget(last["key"])
+    last["key"] = key
+    return table.derived(key, lambda: binpack.scores(free, getattr(node, alloc_col), having),
+                         lambda n: binpack.score_of(getattr(n, free_col), bool(counted[n.index]), lo, hi))
 
 
 def _spread(free: Any, total: Any) -> Any:

@@ -120,10 +120,11 @@ def test_the_watch_resumes_after_an_apiserver_restart_with_nothing_lost_or_doubl
     wait_for("the changes made after the restart", lambda: _jobs(source) == want, 60)
     names = [t["name"] for j in source.scenario().doc["jobs"] for t in j["tasks"]]
     assert sorted(names) == sorted(want)
-    # the watch broke and was reopened; the restarted server may also answer the old version
+    # the watch ended and was reopened: a server shutting down may close the stream cleanly or
+    # break it (only then is an error counted), and the restarted one may answer the old version
     # with 410, in which case the informer listed again: either way nothing is lost or doubled
     pods = source.informers["Pod"]
-    assert pods.errors >= 1 and pods.watches >= 2
+    assert pods.watches >= 2
 
 
 class StaleOnce:
