@@ -35,10 +35,15 @@ class _QueueNode:
 @dataclass(frozen=True)
 class SortedJobs:
     """Leaf queues' (key, sequence, job) entries in order, and each job's status-change count
-    when its key was taken."""
+    when its key was taken; per leaf, its jobs' keys by uid. The session notes the status
+    changes of these jobs in `status_touched`."""
 
     leaves: dict[str, list[tuple[Any, int, Job]]]
     versions: dict[str, int]
+    keys: dict[str, dict[str, Any]]
+    jobs: dict[str, Job]
+    position: dict[str, int]    # per job uid: where the leaves list it
+    leaf_of: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,12 @@ class JobsByQueue:
         leaves = {uid: list(node.children.entries) for uid, node in self.nodes.items()
                   if node.leaf and isinstance(node.children, SortedByKey)}
         changes = self.ssn.status_changes
-        return SortedJobs(leaves, {e[2].uid: changes.get(e[2].uid, 0) for es in leaves.values() for e in es})
+        jobs = {e[2].uid: e[2] for es in leaves.values() for e in es}
+        self.ssn.watch_status(jobs)
+        return SortedJobs(leaves, {uid: changes.get(uid, 0) for uid in jobs},
+                          {quid: {e[2].uid: e[0] for e in es} for quid, es in leaves.items()}, jobs,
+                          {uid: i for i, uid in enumerate(jobs)},
+                          {e[2].uid: quid for quid, es in leaves.items() for e in es})
 
     def add_sorted(self, jobs: SortedJobs, skip: set[str]) -> list[Job]:
         """Load the leaf queues of `jobs`, leaving out the jobs whose uid is in `skip` and those
@@ -96,18 +106,21 @@ class JobsByQueue:
         caller to add again if they still belong."""
         queues = self.ssn.cluster.queues
         changes = self.ssn.status_changes
-        changed: list[Job] = []
+        versions = jobs.versions
+        # only the jobs the session saw change can have changed: the rest are loaded as they are
+        changed = [jobs.jobs[uid] for uid in self.ssn.status_touched
+                   if uid in versions and uid not in skip and changes.get(uid, 0) != versions[uid]]
+        changed.sort(key=lambda j: jobs.position[j.uid])
+        left_out = skip | {j.uid for j in changed}
+        hit = {jobs.leaf_of[u] for u in left_out if u in jobs.leaf_of}   # leaves losing a job
         for uid, entries in jobs.leaves.items():
-            kept = []
-            for entry in entries:
-                job = entry[2]
-                if job.uid in skip:
-                    continue
-                if changes.get(job.uid, 0) != jobs.versions[job.uid]:
-                    changed.append(job)
-                    continue
-                kept.append(entry)
-                self._job_keys[job.uid] = entry[0]
+            keys = jobs.keys[uid]
+            if uid in hit:
+                kept = [e for e in entries if e[2].uid not in left_out]
+                self._job_keys.update((e[2].uid, e[0]) for e in kept)
+            else:
+                kept = list(entries)
+                self._job_keys.update(keys)
             if kept:
                 leaf = _QueueNode(queues[uid], True, self._leaf_jobs())
                 leaf.children.entries = kept

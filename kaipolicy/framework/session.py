@@ -94,6 +94,9 @@ class Session:
         self.evictions: list[EvictionRecord] = []
         self.evicted: set[str] = set()          # uids of pods whose eviction was committed
         self.status_changes: dict[str, int] = {}  # per job uid: how often its pods changed status
+        # jobs whose status changes are noted in `status_touched` (see watch_status)
+        self._watched: set[str] = set()
+        self.status_touched: set[str] = set()
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
@@ -149,9 +152,16 @@ class Session:
     def statement(self) -> Statement:
         return Statement(self)
 
+    def watch_status(self, uids: Iterable[str]) -> None:
+        """From now on, a status change of these jobs' pods adds the job's uid to `status_touched`
+        (never emptied): a reader of `status_changes` for many jobs need only look at those."""
+        self._watched.update(uids)
+
     def set_status(self, task: Task, status: Status) -> None:
         task.status = status
         self.status_changes[task.job] = self.status_changes.get(task.job, 0) + 1
+        if task.job in self._watched:
+            self.status_touched.add(task.job)
         self.cache.pop(("tasks-to-allocate", task.job), None)
         self.cache.pop(("init-request", task.job), None)
 

@@ -42,3 +42,29 @@ def test_victims_are_taken_from_the_queue_left_most_over_its_share_counting_thos
 def test_the_running_sum_of_taken_victims_orders_as_summing_them_again_each_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
     assert _victim_order(True, monkeypatch) == _victim_order(False, monkeypatch)
+
+
+def test_a_sorted_order_loads_again_without_the_skipped_jobs_and_those_whose_pods_changed_status() -> None:
+    queues = [{"name": "qa", "deserved": {"gpu": 2}, "creationOrder": 0},
+              {"name": "qb", "deserved": {"gpu": 2}, "creationOrder": 1}]
+    jobs = [*(job(f"a{i}", "qa", createdMinutesAgo=10 - i) for i in range(4)), job("b0", "qb")]
+    ssn = open_session(scenario([node("n0", gpus=8)], jobs, queues).snapshot(), SchedulerConfig(), default_bundle())
+    by_name = {j.name: j for j in ssn.cluster.jobs.values()}
+    sorted_jobs = JobsByQueue(ssn).add(ssn.cluster.jobs.values(), JobFilter(pending=True)).sorted_jobs()
+    # a1's pod goes and comes back: its status-change count moved, so its key is taken again
+    task = next(iter(by_name["a1"].tasks.values()))
+    status = task.status
+    ssn.set_status(task, type(status).PIPELINED)
+    ssn.set_status(task, status)
+    order = JobsByQueue(ssn)
+    changed = order.add_sorted(sorted_jobs, {by_name["a3"].uid})
+    assert [j.name for j in changed] == ["a1"]
+    popped = []
+    while not order.empty():
+        popped.append(order.pop().name)   # type: ignore[union-attr]
+    assert sorted(popped) == ["a0", "a2", "b0"]
+    assert popped.index("a0") < popped.index("a2")
+    # loaded again, nothing changed since: the same jobs come out, in the same order
+    again = JobsByQueue(ssn)
+    assert [j.name for j in again.add_sorted(sorted_jobs, {by_name["a3"].uid})] == ["a1"]
+    assert [again.pop().name for _ in range(3)] == popped   # type: ignore[union-attr]
