@@ -78,6 +78,15 @@ class JobSolver:
         self.refusals = refusals
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending_order: SortedJobs | None = None
+        self._node_list: tuple[tuple[str, ...], list[Node]] = ((), [])
+
+    def node_list(self, feasible: dict[str, Node]) -> list[Node]:
+        """The feasible nodes as a list, the same list while they stay the same nodes: the node
+        table knows a list by its identity, so its arrays of them are not built again."""
+        names = tuple(feasible)
+        if names != self._node_list[0]:
+            self._node_list = (names, list(feasible.values()))
+        return self._node_list[1]
 
     def solve(self, job: Job) -> tuple[bool, Statement | None, list[Task]]:
         self.where = f"in {self.action}, trying victims for job {job.name}"
@@ -208,7 +217,7 @@ def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: 
               victim_tasks: list[Task], provable: bool) -> Solution | None:
     """None when the partial job does not fit; otherwise the (validated or refused) solution.
     With `provable`, a refusal proven before the simulation ends it as the validator would."""
-    nodes = list(feasible.values())
+    nodes = solver.node_list(feasible)
     if _preemptor_cannot_fit(solver.ssn, scenario.preemptor, nodes, victim_tasks):
         return None
     if provable and solver.refusals is not None and solver.refusals.refuses(scenario, nodes, victim_tasks):
