@@ -95,6 +95,8 @@ class ReclaimRefusals:
         if self.skip_reallocated:
             if not all(_placed_back_alike(t) for t in evicted if t.job in waiting):
                 return False
+            if not evicted or not self._may_refuse(scenario, evicted):
+                return False
             sure, maybe, free = self._left_evicted(nodes, evicted, waiting)
         else:   # every victim of the scenario counts, placed back or not
             sure = [t for v in scenario.victims for t in v.tasks]
@@ -108,6 +110,12 @@ class ReclaimRefusals:
             ssn.coverage.hit(self.label)
         ssn.tally["cut short", ssn.action] += 1
         return True
+
+    def _may_refuse(self, scenario: Scenario, evicted: list[Task]) -> bool:
+        """Refused when every evicted pod stays out, the bounds' worst case: each queue gives up
+        the most it can (the saturation check fails more, the more a sibling gives up, and is asked
+        of more resources). A cheap test before the fit masks of `_left_evicted`."""
+        return _RefusalBounds(self, scenario, evicted, [], 0.0).refused()
 
     def _left_evicted(self, nodes: Sequence[Node], evicted: list[Task], waiting: Collection[str]
                       ) -> tuple[list[Task], list[Task], float]:
