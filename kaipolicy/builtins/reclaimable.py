@@ -128,13 +128,13 @@ def saturation_lower(names: Iterable[str], mine: Vec, my_fair: Vec, theirs: Vec,
     for r in names:
         if my_fair[r] == UNLIMITED and their_fair[r] == UNLIMITED:
             continue
-        ratio = _ratio(mine[r], my_fair[r])
-        if ratio > 1 and their_fair[r] > 0 and ratio * multiplier >= _ratio(theirs[r], their_fair[r]):
+        ratio = share_ratio(mine[r], my_fair[r])
+        if ratio > 1 and their_fair[r] > 0 and ratio * multiplier >= share_ratio(theirs[r], their_fair[r]):
             return False
     return True
 
 
-def _ratio(allocated: float, fair: float) -> float:
+def share_ratio(allocated: float, fair: float) -> float:
     if fair == 0:
         return math.inf if allocated > 0 else 0.0
     if fair == UNLIMITED:

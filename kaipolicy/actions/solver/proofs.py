@@ -27,7 +27,13 @@ from kaipolicy.api.queue import RESOURCES
 from kaipolicy.api.resources import RequestType
 from kaipolicy.api.task import Status, Task
 from kaipolicy.builtins.fairshare import QueueShare, Vec, accepted_quantities
-from kaipolicy.builtins.reclaimable import fits_strategy, leveled_queues, path_up, saturation_lower
+from kaipolicy.builtins.reclaimable import (
+    fits_strategy,
+    leveled_queues,
+    path_up,
+    saturation_lower,
+    share_ratio,
+)
 from kaipolicy.framework.fits import fits_mask
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.tasks import tasks_to_allocate
@@ -219,6 +225,15 @@ def one_stays_evicted(ssn: Session, nodes: Sequence[Node], preemptor: Sequence[T
 
 
 
+def _over_share(queues: dict[str, QueueShare], reclaimer: str, request: dict[str, float]) -> list[QueueShare]:
+    """The levels of the reclaimer's path over their fair share with its request and nothing given
+    up: the saturation check can fail only there (what the branch gives up only lowers its share)."""
+    if reclaimer not in queues:
+        return []
+    return [qs for qs in path_up(queues, reclaimer)
+            if any(share_ratio(qs.get("allocated")[r] + request[r], qs.get("fair_share")[r]) > 1 for r in RESOURCES)]
+
+
 class _RefusalBounds:
     """What the proportion validator sees of a simulation's end, bounded: `sure` pods stay
     evicted; of `maybe` pods any may go back, but the whole-GPU ones together at most `free`
@@ -242,12 +257,9 @@ class _RefusalBounds:
         for queue in dict.fromkeys(q for _, q in [*self.sure, *self.maybe]):
             if self.proof._is_protected(scenario, queue) and self._least_taken(queue) is not None:
                 return True
-        reclaimer = scenario.preemptor.queue
-        if reclaimer not in self.queues:
-            return False
         request = scenario.request
         own = {r for r in RESOURCES if request[r] > 0}
-        for qs in path_up(self.queues, reclaimer):
+        for qs in _over_share(self.queues, scenario.preemptor.queue, request):
             most = self._taken(qs.queue.uid, [*self.sure, *self.maybe])
             mine = {r: qs.get("allocated")[r] - most[r] + request[r] for r in RESOURCES}
             for sib in self._siblings(qs):
