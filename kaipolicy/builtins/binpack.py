@@ -7,14 +7,16 @@ import numpy as np
 
 
 def scores(free: np.ndarray, allocatable: np.ndarray,
-           nodes: tuple[np.ndarray, np.ndarray | None] | None = None) -> np.ndarray:
+           nodes: tuple[np.ndarray, np.ndarray | None] | None = None,
+           span: tuple[float, float] | None = None) -> np.ndarray:
     """9 x (1 - (free - min) / (max - min)), min and max over nodes that have the resource
-    (`nodes`, from `having`, when the caller knows it)."""
+    (`nodes`, from `having`, and `span`, from `bounds`, when the caller knows them)."""
     counted, rows = nodes if nodes is not None else having(allocatable)
-    if rows is not None and len(rows) == 0:
+    if span is None:
+        span = bounds(free, (counted, rows))
+    if span is None:
         return np.zeros(free.shape)
-    values = free if rows is None else free.take(rows)   # take: far cheaper than a boolean mask
-    lo, hi = values.min(), values.max()
+    lo, hi = span
     if hi == 0:
         return np.zeros(free.shape)
     if lo == hi:
@@ -45,3 +47,12 @@ def score_of(free: float, counted: bool, lo: float, hi: float) -> float:
     if not counted:
         return 0.0
     return (1 - (free - lo) / (hi - lo)) * 9.0
+
+
+def bounds(free: np.ndarray, nodes: tuple[np.ndarray, np.ndarray | None]) -> tuple[float, float] | None:
+    """The least and most free of the nodes that have the resource (None when none has it)."""
+    _, rows = nodes
+    if rows is not None and len(rows) == 0:
+        return None
+    values = free if rows is None else free.take(rows)   # take: far cheaper than a boolean mask
+    return float(values.min()), float(values.max())

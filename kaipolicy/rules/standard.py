@@ -156,11 +156,11 @@ def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.nda
     # which nodes have the resource never changes: over all nodes it is worked out once
     table = node.table
     having = table.constant(("has", alloc_col), lambda: binpack.having(getattr(node, alloc_col)))
-    counted, rows = having
-    if rows is not None and len(rows) == 0:
+    span = binpack.bounds(free, having)
+    if span is None:
         return np.zeros(free.shape)
-    values = free if rows is None else free.take(rows)
-    lo, hi = float(values.min()), float(values.max())
+    counted = having[0]
+    lo, hi = span
     # Kept while the emptiest and fullest counted nodes stay as they are: then only the nodes a
     # task landed on or left change score. Only the latest bounds' array is kept.
     key = ("binpack", resource, lo, hi)
@@ -168,7 +168,7 @@ def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.nda
     if last.get("key") not in (None, key):
         table.forget(last["key"])
     last["key"] = key
-    return table.derived(key, lambda: binpack.scores(free, getattr(node, alloc_col), having),
+    return table.derived(key, lambda: binpack.scores(free, getattr(node, alloc_col), having, span),
                          lambda n: binpack.score_of(getattr(n, free_col), bool(counted[n.index]), lo, hi))
 
 

@@ -70,8 +70,8 @@ class ReclaimRefusals:
         """True when every simulation of these evictions that places the preemptor is refused.
         Called with the evictions applied; records the refusal as the validator would."""
         jobs = self.ssn.cluster.jobs
-        if any(jobs[uid].has_pending for uid in {t.job for t in evicted}):
-            return False    # a victim's failed re-placement records fit errors its owner reads
+        if victim_pending(self.ssn, evicted):
+            return False
         preemptor = tasks_to_allocate(self.ssn, scenario.preemptor, False)
         if not all(map(_placed_alike, preemptor)) or not all(map(_placed_back_alike, evicted)):
             return False
@@ -81,11 +81,7 @@ class ReclaimRefusals:
         else:   # every victim of the scenario counts, placed back or not
             proven = any(v.tasks and self._is_protected(scenario, v.job.queue) for v in scenario.victims)
         if proven:
-            ssn = self.ssn
-            ssn.refusals[self.label] += 1
-            if ssn.coverage is not None:
-                ssn.coverage.hit(self.label)
-            ssn.tally["proven", ssn.action] += 1
+            self._record("proven")
         return proven
 
     def refused_after_preemptor(self, scenario: Scenario, nodes: Sequence[Node], victims: Sequence[Task],
@@ -94,9 +90,8 @@ class ReclaimRefusals:
         (`waiting`, by uid) are placed back: the preemptor has just been placed. Records the
         refusal as the validator would (it would be asked, since the preemptor is placed)."""
         ssn = self.ssn
-        jobs = ssn.cluster.jobs
-        if any(jobs[uid].has_pending for uid in {t.job for t in victims}):
-            return False    # a victim's failed re-placement records fit errors its owner reads
+        if victim_pending(ssn, victims):
+            return False
         evicted = [t for t in victims if t.status == Status.RELEASING]
         if self.skip_reallocated:
             if not all(_placed_back_alike(t) for t in evicted if t.job in waiting):
@@ -111,11 +106,16 @@ class ReclaimRefusals:
             return False
         if not _RefusalBounds(self, scenario, sure, maybe, free).refused():
             return False
+        self._record("cut short")
+        return True
+
+    def _record(self, how: str) -> None:
+        """The refusal, counted as the validator counts its own, and how it was proven."""
+        ssn = self.ssn
         ssn.refusals[self.label] += 1
         if ssn.coverage is not None:
             ssn.coverage.hit(self.label)
-        ssn.tally["cut short", ssn.action] += 1
-        return True
+        ssn.tally[how, ssn.action] += 1
 
     def _may_refuse(self, scenario: Scenario, evicted: list[Task]) -> bool:
         """Refused when every evicted pod stays out, the bounds' worst case: each queue gives up
@@ -163,6 +163,13 @@ class ReclaimRefusals:
                 known = not fits_strategy(request, reclaimer, reclaimee, reclaimee.get("allocated"))
             self._protected[key] = known
         return known
+
+
+def victim_pending(ssn: Session, victims: Sequence[Task]) -> bool:
+    """Some victim's job has pending pods: a simulation's failed re-placement of it records fit
+    errors its owner reads, so no shortcut may stand in for that simulation."""
+    jobs = ssn.cluster.jobs
+    return any(jobs[uid].has_pending for uid in {t.job for t in victims})
 
 
 # A simulation leaves a trace on the pods it placed, as the reference's does: a pod keeps what it
@@ -222,7 +229,6 @@ def one_stays_evicted(ssn: Session, nodes: Sequence[Node], preemptor: Sequence[T
     need = sum(t.request.count * min(n.gpu_memory_of(t.request) for n in hosts) for t in shared)
     offered = sum(math.floor(n.free_gpus + 1e-9) * n.gpu_memory + n.shared_room_total for n in hosts)
     return need > offered - whole * min(n.gpu_memory for n in hosts)
-
 
 
 def _over_share(queues: dict[str, QueueShare], reclaimer: str, request: dict[str, float]) -> list[QueueShare]:

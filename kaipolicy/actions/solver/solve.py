@@ -19,7 +19,7 @@ from kaipolicy import timelimit
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _QueueNode
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver.evict import evict_all
-from kaipolicy.actions.solver.proofs import ReclaimRefusals
+from kaipolicy.actions.solver.proofs import ReclaimRefusals, victim_pending
 from kaipolicy.actions.solver.scenario import Scenario
 from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, VictimSource
 from kaipolicy.actions.solver.views import partial_job
@@ -307,8 +307,7 @@ def _preemptor_cannot_fit(ssn: Session, preemptor: Job, nodes: list[Node], victi
     at the job's turn: the jobs placed before it only take room (whatever the order), so the pod
     cannot fit then either, and the order need not be built. Not used when a victim job also
     has pending pods: its failed re-placement in the simulation records fit errors its owner reads."""
-    jobs = ssn.cluster.jobs
-    if any(jobs[uid].has_pending for uid in {t.job for t in victim_tasks}):
+    if victim_pending(ssn, victim_tasks):
         return False
     view = ssn.table.view(nodes)
     return any(not fits_mask(view, t, with_releasing=True).any() for t in tasks_to_allocate(ssn, preemptor, False))
