@@ -64,6 +64,7 @@ class SessionRule:
         "scalar",
         "variables",
         "vector",
+        "vector_raw",
         "vectorizable",
         "weight",
         "with_args",
@@ -88,6 +89,7 @@ class SessionRule:
         self.scalar = bound.scalar
         # The session calls `vector` only when `vectorizable`; a rule without one gets a stand-in.
         self.vector: Callable[..., Any] = bound.vector if bound.vector is not None else _no_vector
+        self.vector_raw = bound.vector_raw
         self.message = bound.message
         self.vectorizable = bool(rule.vectorizable and bound.vector is not None)
 

@@ -8,7 +8,7 @@ read hook results only through the methods below and change state only through a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -58,6 +58,8 @@ class Rule(Protocol):
     def hook_name(self) -> str: ...
     def scalar(self, *values: Any) -> Any: ...
     def vector(self, *values: Any) -> Any: ...
+    # the vector body alone, errors raised as they come (None when the rule has no vector form)
+    vector_raw: Callable[..., Any] | None
     def message(self, *values: Any) -> str | None: ...
     @property
     def vectorizable(self) -> bool: ...
@@ -144,6 +146,11 @@ class Session:
         self._queue_keys_by_share = (not self.shadow["queueOrder"] and
                                      [getattr(r, "calls", "") for r in self.hooks["queueOrder"]]
                                      == ["fairshare.queueOrderKey"])
+        # Scores can be summed in one pass when every node-order rule has a vector form (the
+        # parts per rule are then only kept when the audit log or coverage asks for them).
+        self._summing_scores = (self.vectorize and not self.shadow["nodeOrder"]
+                                and all(r.vectorizable and getattr(r, "vector_raw", None) is not None
+                                        for r in self.hooks["nodeOrder"]))
         self._queue_keys.clear()
         self._job_keys.clear()
         self._whole_job_keys.clear()
@@ -369,13 +376,29 @@ class Session:
         state = capacity.order_key_inputs(self.shares.queues[queue.uid], req, vict)
         key = self._queue_keys.get(state)
         if key is None:
-            env = self._env(queue=queue, job=job, victims=victims if isinstance(victims, list) else list(victims))
-            key = (*self._key("queueOrder", env), queue.created, queue.uid)
+            key = self._built_in_queue_key(queue, req, vict)
+            if key is None:
+                env = self._env(queue=queue, job=job, victims=victims if isinstance(victims, list) else list(victims))
+                key = (*self._key("queueOrder", env), queue.created, queue.uid)
             if not self.key_failed(key):
                 if len(self._queue_keys) >= capacity.ORDER_KEYS_KEPT:
                     self._queue_keys.clear()
                 self._queue_keys[state] = key
         return key
+
+    def _built_in_queue_key(self, queue: Queue, req: fairshare.Vec | None,
+                            vict: fairshare.Vec | None) -> tuple[Any, ...] | None:
+        """The key the one queue-order rule gives, computed without the rule: the rule is the
+        built-in's call as written (see _share_keyed), so its value is the built-in's, and
+        _key would rank each element as done here. None when the built-in fails: the rule then
+        runs and records its error."""
+        try:
+            value = capacity.queue_order_key(self.shares, self.shares.queues[queue.uid], req, vict)
+        except Exception:  # noqa: BLE001 - the rule's own evaluation records the failure
+            return None
+        plain = _TYPE_RANK.get
+        return (tuple([(n, v) if (n := plain(type(v))) is not None else _ordered(v) for v in value]),
+                queue.created, queue.uid)
 
     # ---- job-level gates -------------------------------------------------------------------------
     def _first_deny(self, kind: str, env: dict[str, Any], first_only: bool = False) -> Outcome:
@@ -564,14 +587,18 @@ class Session:
         return np.asarray(values), failed
 
     def node_scores(self, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray:
-        total = np.zeros(len(nodes))
         rules = self.hooks["nodeOrder"]
         if not rules or not nodes:
-            return total
+            return np.zeros(len(nodes))
         # what node-set-relative functions (bin-packing) compare against in scalar mode
         self.scoring_nodes = nodes
         self.scoring_memo = {}
         view = self.table.view(nodes)
+        if self._summing_scores and not self.audit.enabled and self.coverage is None:
+            summed = _summed_scores(rules, task, job, view, len(nodes))
+            if summed is not None:
+                return summed
+        total = np.zeros(len(nodes))
         idx = np.arange(len(nodes))
         parts: dict[str, np.ndarray] = {}
         for rule in rules:
@@ -649,6 +676,41 @@ class GpuView:
     @property
     def used_portion(self) -> float:
         return 0.0 if self.whole else self.node.used_gpu_portion(self.group)
+
+
+def _no_raw() -> Any:
+    raise TypeError("the rule has no raw vector form")
+
+
+def _summed_scores(rules: Sequence[Rule], task: Task, job: Job, view: NodeVector, n: int) -> np.ndarray | None:
+    """The weighted sum of the node-order rules' vector values, as node_scores adds them (the
+    same products added in the same order, so the same bits), under one numpy error state and
+    without the parts. None when a rule raises or gives an odd shape: the caller then scores
+    rule by rule, which records errors and falls back to scalar evaluation as it must."""
+    total = np.zeros(n)
+    try:
+        with np.errstate(all="ignore"):
+            for rule in rules:
+                raw = rule.vector_raw
+                value = raw(task, job, view) if raw is not None else _no_raw()
+                if value is None:
+                    continue
+                arr = np.asarray(value)
+                if arr.ndim == 0:
+                    # a constant part: its product once, added to every node (0 changes nothing:
+                    # the total starts at +0.0 and a sum of doubles is never -0.0 from there)
+                    part = np.multiply(arr, rule.weight, dtype=np.float64)
+                    if part != 0.0:
+                        total += part
+                elif arr.shape != (n,):
+                    return None
+                elif rule.weight == 1.0 and arr.dtype == np.float64:
+                    total += arr
+                else:
+                    total += np.multiply(arr, rule.weight, dtype=np.float64)
+    except Exception:  # noqa: BLE001 - scored again rule by rule, which records the error
+        return None
+    return total
 
 
 class _Last:

@@ -36,6 +36,9 @@ class BoundRule:
     scalar: Callable[..., Any]
     vector: Callable[..., Any] | None
     message: Callable[..., str | None]
+    # the vector body alone: no numpy error state, no result check, errors raised as they come
+    # (the engine wraps a whole scoring pass in one error state, see Session.node_scores)
+    vector_raw: Callable[..., Any] | None = None
 
     @property
     def name(self) -> str:
@@ -66,6 +69,7 @@ class CompiledRule:
     mode: str = "enforce"                 # enforce | warn | audit: warn and audit rules change nothing
     calls: str = ""    # the vocabulary function that is the rule's one expression (see lone_call)
     head_call: str = ""   # the vocabulary function the rule's one expression calls, whatever its arguments
+    vector_raw_factory: Factory | None = None   # the vector body alone (see BoundRule.vector_raw)
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -88,7 +92,8 @@ class CompiledRule:
         scalar = self.scalar_factory(args, cluster) if self.scalar_factory else _none
         vector = self.vector_factory(args, cluster) if self.vector_factory else None
         message = self.message_factory(args, cluster) if self.message_factory else _none
-        return BoundRule(self, scalar, vector, message)
+        raw = self.vector_raw_factory(args, cluster) if self.vector_raw_factory else None
+        return BoundRule(self, scalar, vector, message, raw)
 
 
 def _none(*_: Any) -> None:
@@ -141,7 +146,7 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
                         rule.description, rule.builtin, dict(rule.with_args), can_vector, rule.cost,
                         "\n".join(sources), values.get("_make_scalar"), values.get("_make_vector"),
                         values.get("_make_message"), reads, rule.mode, lone_call(trees, hook.names),
-                        head_call(trees))
+                        head_call(trees), values.get("_make_vector_raw"))
 
 
 def head_call(trees: Mapping[str, t.Expr]) -> str:
@@ -215,23 +220,30 @@ def _checked(key: str, tree: t.Expr, code: str) -> str:
 
 
 def _function(name: str, params: str, guard: str | None, body: str, metered: bool = False, *,
-              prelude: str = "", context: str = "") -> str:
+              prelude: str = "", context: str = "", raw: bool = False) -> str:
     """`name(v_args, v_cluster)` returns the rule's closure; a metered one owns a budget meter
-    for as long as the closure lives (a cycle: bind_cluster makes new closures)."""
+    for as long as the closure lives (a cycle: bind_cluster makes new closures). A `raw` closure
+    lets errors out as they are (its caller evaluates the rule again the usual way on any)."""
     lines = ["def " + name + "(v_args, v_cluster):"]
     if metered:
         lines += ["    _meter = _Meter(_BUDGET)"]
-    lines += [f"    def rule({params}):", "        try:"]
+    lines += [f"    def rule({params}):"]
+    inner: list[str] = []
     if metered:
-        lines += [f"            {METER} = _meter.start()"]
-    lines += [f"            {line}" for line in prelude.splitlines() if line]
+        inner += [f"{METER} = _meter.start()"]
+    inner += [line for line in prelude.splitlines() if line]
     if guard is not None:
-        lines += [f"            if not ({guard}):", "                return None"]
+        inner += [f"if not ({guard}):", "    return None"]
     if context:
-        lines += [f"            with {context}:", f"                return {body}"]
+        inner += [f"with {context}:", f"    return {body}"]
     else:
-        lines += [f"            return {body}"]
-    lines += ["        except Exception as _e:", "            raise _fail(_e) from _e", "    return rule", ""]
+        inner += [f"return {body}"]
+    if raw:
+        lines += [f"        {line}" for line in inner]
+    else:
+        lines += ["        try:", *(f"            {line}" for line in inner),
+                  "        except Exception as _e:", "            raise _fail(_e) from _e"]
+    lines += ["    return rule", ""]
     return "\n".join(lines)
 
 
@@ -251,8 +263,10 @@ def _vector_function(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: V
         guard = _checked("when", guard_tree, emitter.emit(guard_tree))
     count = f"len(v_{vector_names[0]})"
     # numpy follows IEEE for doubles (x/0.0 = inf) as CEL does, so its warnings are silenced
-    return _function("_make_vector", params, guard, f"_vres({body}, _n)", emitter.metered, prelude=f"_n = {count}",
-                     context="_np.errstate(all='ignore')")
+    return "\n".join([
+        _function("_make_vector", params, guard, f"_vres({body}, _n)", emitter.metered, prelude=f"_n = {count}",
+                  context="_np.errstate(all='ignore')"),
+        _function("_make_vector_raw", params, guard, body, emitter.metered, prelude=f"_n = {count}", raw=True)])
 
 
 def compile_expression(tree: t.Expr, variables: tuple[str, ...], vocabulary: Vocabulary,

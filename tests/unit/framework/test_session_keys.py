@@ -106,3 +106,17 @@ def test_a_whole_job_s_key_follows_its_pods_statuses() -> None:
         session_module.WHOLE_JOB_KEYS_BY_COUNT = True
     stmt.discard()
     assert ssn.job_key(running) == before
+
+
+def test_a_built_in_queue_key_that_fails_is_the_rule_s_error(monkeypatch: Any) -> None:
+    from kaipolicy.builtins import capacity
+
+    def broken(*_: Any) -> list[object]:
+        raise ValueError("no share")
+
+    ssn = _session(default_bundle())
+    monkeypatch.setattr(capacity, "queue_order_key", broken)
+    key = ssn.queue_key(ssn.cluster.queues["q0"], ssn.cluster.jobs["a"])
+    assert ssn.key_failed(key)                                 # sorts last, as a failed rule does
+    assert [e.rule for e in ssn.errors] == ["proportion/fair-share-order"]
+    assert "no share" in ssn.errors[0].message
