@@ -35,14 +35,11 @@ def _h(x: float, div: float) -> str:
 def _first_exceeded(shares: Shares, queue_uid: str, requested: Vec, cap: str,
                     used: str) -> tuple[QueueShare, str, Share] | None:
     """The first queue up the tree, and resource, where `used` + the request passes `cap`."""
-    for qs in shares.path(queue_uid):
-        for r in RESOURCES:
-            sh = qs.shares[r]
-            limit = getattr(sh, cap)
-            if limit == UNLIMITED or not requested.get(r):
-                continue
-            if limit < getattr(sh, used) + requested[r]:
-                return qs, r, sh
+    for qs, r, sh, limit in shares.capped(queue_uid, cap):
+        if not requested.get(r):
+            continue
+        if limit < getattr(sh, used) + requested[r]:
+            return qs, r, sh
     return None
 
 
@@ -162,8 +159,15 @@ def _required(tasks: list[Task]) -> Vec:
     return out
 
 
+def _uncapped(shares: Shares, job: Job) -> bool:
+    """No limit up the job's queue path, and no quota it must keep within: both gates pass."""
+    return not shares.capped(job.queue, "max_allowed") and (job.preemptible or not shares.capped(job.queue, "deserved"))
+
+
 def job_over_capacity(shares: Shares, job: Job, tasks: list[Task]) -> str | None:
     """The queue limit, then the non-preemptible quota, for the job's next tasks."""
+    if _uncapped(shares, job):
+        return None
     req = _required(tasks)
     return over_limit(shares, job.queue, req) or non_preemptible_over_quota(shares, job.queue, job.preemptible, req)
 
@@ -178,6 +182,8 @@ def task_on_node_over_capacity(shares: Shares, task: Task, job: Job, node: Node)
     Kept on purpose: like the reference, a non-MIG task counts as the portion of ONE device its
     GPU memory covers on this node, so a whole-GPU task counts 1 here however many it asks.
     """
+    if _uncapped(shares, job):
+        return None
     req = task.request
     if req.mig:
         gpus = req.gpus_quota

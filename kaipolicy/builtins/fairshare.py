@@ -118,6 +118,7 @@ class Shares:
         self.total = vec()
         self.queues: dict[str, QueueShare] = {}
         self._paths: dict[str, list[QueueShare]] = {}
+        self._capped: dict[tuple[str, str], list[tuple[QueueShare, str, Share, float]]] = {}
         # queue order keys by (queue, its allocation, job request, victims): the rest they read is
         # fixed for the session (capacity.queue_order_key)
         self.order_keys: dict[tuple[Any, ...], list[object]] = {}
@@ -155,6 +156,16 @@ class Shares:
             q = self.queues.get(q.queue.parent) if q.queue.parent else None
         self._paths[queue_uid] = out
         return out
+
+    def capped(self, queue_uid: str, cap: str) -> list[tuple[QueueShare, str, Share, float]]:
+        """The (queue, resource) pairs up the queue's path, leaf first, whose `cap` (max_allowed
+        or deserved) is not unlimited, with that cap: fixed for the session, so worked out once."""
+        key = (queue_uid, cap)
+        cached = self._capped.get(key)
+        if cached is None:
+            cached = self._capped[key] = [(qs, r, qs.shares[r], limit) for qs in self.path(queue_uid)
+                                          for r in RESOURCES if (limit := getattr(qs.shares[r], cap)) != UNLIMITED]
+        return cached
 
     def _count_tasks(self, cluster: ClusterInfo) -> None:
         """Every allocated and pending pod's amounts added up its job's queue path: what `_add_up`
