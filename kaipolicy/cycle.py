@@ -62,10 +62,12 @@ class SessionRule:
         "plugin",
         "reads",
         "scalar",
+        "selects",
         "variables",
         "vector",
         "vector_raw",
         "vectorizable",
+        "vocabulary_calls",
         "weight",
         "with_args",
     )
@@ -90,6 +92,8 @@ class SessionRule:
         # The session calls `vector` only when `vectorizable`; a rule without one gets a stand-in.
         self.vector: Callable[..., Any] = bound.vector if bound.vector is not None else _no_vector
         self.vector_raw = bound.vector_raw
+        self.vocabulary_calls = rule.vocabulary_calls
+        self.selects = rule.selects
         self.message = bound.message
         self.vectorizable = bool(rule.vectorizable and bound.vector is not None)
 

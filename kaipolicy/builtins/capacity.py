@@ -159,14 +159,14 @@ def _required(tasks: list[Task]) -> Vec:
     return out
 
 
-def _uncapped(shares: Shares, job: Job) -> bool:
+def uncapped(shares: Shares, job: Job) -> bool:
     """No limit up the job's queue path, and no quota it must keep within: both gates pass."""
     return not shares.capped(job.queue, "max_allowed") and (job.preemptible or not shares.capped(job.queue, "deserved"))
 
 
 def job_over_capacity(shares: Shares, job: Job, tasks: list[Task]) -> str | None:
     """The queue limit, then the non-preemptible quota, for the job's next tasks."""
-    if _uncapped(shares, job):
+    if uncapped(shares, job):
         return None
     req = _required(tasks)
     return over_limit(shares, job.queue, req) or non_preemptible_over_quota(shares, job.queue, job.preemptible, req)
@@ -182,7 +182,7 @@ def task_on_node_over_capacity(shares: Shares, task: Task, job: Job, node: Node)
     Kept on purpose: like the reference, a non-MIG task counts as the portion of ONE device its
     GPU memory covers on this node, so a whole-GPU task counts 1 here however many it asks.
     """
-    if _uncapped(shares, job):
+    if uncapped(shares, job):
         return None
     req = task.request
     if req.mig:

@@ -527,7 +527,7 @@ class Session:
         for rule in rules:
             if len(open_idx) == 0:
                 break
-            denied, failed = self._node_values(rule, task, job, nodes, view, open_idx)
+            denied, failed = self.node_values(rule, task, job, nodes, view, open_idx)
             if denied is None:
                 continue
             mask = np.asarray(denied, dtype=bool)
@@ -558,7 +558,7 @@ class Session:
                 return Outcome(Code.DENY, rule.label, msg)
         return None
 
-    def _node_values(self, rule: Rule, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector,
+    def node_values(self, rule: Rule, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector,
                      idx: np.ndarray) -> tuple[np.ndarray | None, dict[int, Outcome]]:
         """A node-level rule for nodes[idx], vectorised when it can be, and the error outcome of
         each position whose evaluation failed (a failing predicate denies, a failing score is 0).
@@ -602,7 +602,7 @@ class Session:
         idx = np.arange(len(nodes))
         parts: dict[str, np.ndarray] = {}
         for rule in rules:
-            values, _ = self._node_values(rule, task, job, nodes, view, idx)
+            values, _ = self.node_values(rule, task, job, nodes, view, idx)
             if values is not None:
                 # x * 1.0 is x, bit for bit: a float array of weight 1 that the rule made for
                 # this call (not a live column) is its own weighted part
@@ -612,7 +612,7 @@ class Session:
                 parts[rule.label] = weighted
         shadow_parts: dict[str, np.ndarray] = {}
         for rule in self.shadow["nodeOrder"] if self.shadowing else ():
-            values, _ = self._node_values(rule, task, job, nodes, view, idx)
+            values, _ = self.node_values(rule, task, job, nodes, view, idx)
             if values is not None:
                 shadow_parts[rule.label] = rule.weight * values.astype(np.float64)
         if self.coverage is not None:

@@ -72,3 +72,37 @@ def record_shadows(ssn: Session, verdicts: list[tuple[Rule, str]], task: Task, j
     env = {"task": task, "job": job, "node": node, "cluster": ssn}
     for rule, message in verdicts:
         shadow.would(ssn, rule, message, env)
+
+
+def quietly_allowed(ssn: Session, kind: str, env: dict[str, Any], first_only: bool = False) -> bool:
+    """No rule of a deny hook (or only its first) denies `env`, asked as a proof asks: no messages,
+    nothing recorded, and a rule that fails counts as a denial."""
+    was, ssn.quiet = ssn.quiet, True
+    try:
+        for rule in ssn.hooks[kind][:1] if first_only else ssn.hooks[kind]:
+            value = ssn.evaluate(rule, {**env, "cluster": ssn})
+            if ssn.is_error(value) or value:
+                return False
+        return True
+    finally:
+        ssn.quiet = was
+
+
+def quietly_passing(ssn: Session, task: Task, job: Job, nodes: Sequence[Node]) -> int | None:
+    """How many of `nodes` pass every predicate, asked as a proof asks (no messages, nothing
+    recorded); None when a rule fails on one of them."""
+    was, ssn.quiet = ssn.quiet, True
+    try:
+        open_idx = np.arange(len(nodes))
+        view = ssn.table.view(nodes)
+        for rule in ssn.hooks["predicate"]:
+            if len(open_idx) == 0:
+                break
+            denied, failed = ssn.node_values(rule, task, job, nodes, view, open_idx)
+            if failed:
+                return None
+            if denied is not None:
+                open_idx = open_idx[~np.asarray(denied, dtype=bool)]
+        return len(open_idx)
+    finally:
+        ssn.quiet = was

@@ -70,6 +70,8 @@ class CompiledRule:
     calls: str = ""    # the vocabulary function that is the rule's one expression (see lone_call)
     head_call: str = ""   # the vocabulary function the rule's one expression calls, whatever its arguments
     vector_raw_factory: Factory | None = None   # the vector body alone (see BoundRule.vector_raw)
+    vocabulary_calls: frozenset[str] = frozenset()          # the vocabulary functions it calls
+    selects: frozenset[tuple[str, str]] = frozenset()       # (variable, field) it reads
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -146,7 +148,25 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
                         rule.description, rule.builtin, dict(rule.with_args), can_vector, rule.cost,
                         "\n".join(sources), values.get("_make_scalar"), values.get("_make_vector"),
                         values.get("_make_message"), reads, rule.mode, lone_call(trees, hook.names),
-                        head_call(trees), values.get("_make_vector_raw"))
+                        head_call(trees), values.get("_make_vector_raw"), *uses(trees, vocabulary))
+
+
+def uses(trees: Mapping[str, t.Expr], vocabulary: Vocabulary) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    """The vocabulary functions a rule calls and the (variable, field) pairs it reads: what the
+    engine may rely on when it reasons about a rule without running it."""
+    calls: set[str] = set()
+    selects: set[tuple[str, str]] = set()
+    for tree in trees.values():
+        for n in t.walk(tree):
+            if isinstance(n, t.Call):
+                # the checker resolves a namespaced call to the function's full name
+                name = n.name if n.target is None else f"{n.target.name}.{n.name}" \
+                    if isinstance(n.target, t.Ident) else ""
+                if name in vocabulary.functions:
+                    calls.add(name)
+            elif isinstance(n, (t.Select, t.Has)) and isinstance(n.operand, t.Ident):
+                selects.add((n.operand.name, n.field))
+    return frozenset(calls), frozenset(selects)
 
 
 def head_call(trees: Mapping[str, t.Expr]) -> str:

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from kaipolicy.actions import consolidation, ordering
-from kaipolicy.actions.solver import filters, proofs, solve, victim_queue, views
+from kaipolicy.actions.solver import filters, placing, proofs, solve, victim_queue, views
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.framework import session
@@ -52,6 +52,7 @@ SHORTCUTS = {
     "a whole job's order key remembered by its count of status changes": (session, "WHOLE_JOB_KEYS_BY_COUNT"),
     "queue keys remembered by allocation, request and victims": (session, "SHARE_KEYED_QUEUE_KEYS"),
     "reclaim scenarios proven refused are not simulated": (proofs, "REFUSALS_PROVEN"),
+    "a preemptor's placement proven, not run, where a refusal after it is certain": (placing, "PLACEMENTS_PROVEN"),
 }
 PROVEN = "proportion/reclaim-strategies"   # the rule whose refusals the solver proves
 
@@ -140,12 +141,13 @@ def test_clusters_under_reclaim_pressure_decide_alike_with_the_shortcuts_off(sta
 def test_clusters_under_reclaim_pressure_are_where_refusals_get_proven() -> None:
     # the comparison above means something only if the proofs stand in for simulations there:
     # before a simulation, and after the preemptor's turn
-    proven = cut_short = 0
+    proven = cut_short = before_placing = 0
     for seed in PRESSURE[:100]:
         res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
         proven += res.last.tally["proven", "reclaim"] > 0
         cut_short += res.last.tally["cut short", "reclaim"] > 0
-    assert proven >= 3 and cut_short >= 3
+        before_placing += res.last.tally["cut short before placing", "reclaim"] > 0
+    assert proven >= 3 and cut_short >= 3 and before_placing >= 3
 
 
 def _bench_shapes() -> Any:

@@ -73,7 +73,7 @@ class ReclaimRefusals:
         if victim_pending(self.ssn, evicted):
             return False
         preemptor = tasks_to_allocate(self.ssn, scenario.preemptor, False)
-        if not all(map(_placed_alike, preemptor)) or not all(map(_placed_back_alike, evicted)):
+        if not all(map(placed_alike, preemptor)) or not all(map(_placed_back_alike, evicted)):
             return False
         if self.skip_reallocated:
             doomed = [t for t in evicted if t.status == Status.RELEASING and self._is_protected(scenario, jobs[t.job].queue)]
@@ -89,6 +89,26 @@ class ReclaimRefusals:
         """True when the validator must refuse however the victim jobs still to take their turn
         (`waiting`, by uid) are placed back: the preemptor has just been placed. Records the
         refusal as the validator would (it would be asked, since the preemptor is placed)."""
+        if not self._refused(scenario, nodes, victims, waiting, 0.0):
+            return False
+        self._record("cut short")
+        return True
+
+    def refused_once_placed(self, scenario: Scenario, nodes: Sequence[Node], victims: Sequence[Task],
+                            waiting: Collection[str], taking: float) -> bool:
+        """refused_after_preemptor asked at the preemptor's turn, before its placement, which takes
+        `taking` whole GPUs: the bounds see the cluster as it is before (a victim that fits
+        nowhere now fits nowhere after it, and what is free loses exactly those GPUs), so they
+        only widen, and a refusal proven here is one proven after. Records nothing: the caller
+        records it (`cut_short`) once it knows the placement succeeds."""
+        return self._refused(scenario, nodes, victims, waiting, taking)
+
+    def cut_short(self) -> None:
+        """A refusal proven before the preemptor's placement, counted as the validator counts its own."""
+        self._record("cut short before placing")
+
+    def _refused(self, scenario: Scenario, nodes: Sequence[Node], victims: Sequence[Task],
+                 waiting: Collection[str], taking: float) -> bool:
         ssn = self.ssn
         if victim_pending(ssn, victims):
             return False
@@ -98,16 +118,13 @@ class ReclaimRefusals:
                 return False
             if not evicted or not self._may_refuse(scenario, evicted):
                 return False
-            sure, maybe, free = self._left_evicted(nodes, evicted, waiting)
+            sure, maybe, free = self._left_evicted(nodes, evicted, waiting, taking)
         else:   # every victim of the scenario counts, placed back or not
             sure = [t for v in scenario.victims for t in v.tasks]
             maybe, free = [], 0.0
         if not sure and not maybe:
             return False
-        if not _RefusalBounds(self, scenario, sure, maybe, free).refused():
-            return False
-        self._record("cut short")
-        return True
+        return _RefusalBounds(self, scenario, sure, maybe, free).refused()
 
     def _record(self, how: str) -> None:
         """The refusal, counted as the validator counts its own, and how it was proven."""
@@ -123,15 +140,15 @@ class ReclaimRefusals:
         of more resources). A cheap test before the fit masks of `_left_evicted`."""
         return _RefusalBounds(self, scenario, evicted, [], 0.0).refused()
 
-    def _left_evicted(self, nodes: Sequence[Node], evicted: list[Task], waiting: Collection[str]
-                      ) -> tuple[list[Task], list[Task], float]:
+    def _left_evicted(self, nodes: Sequence[Node], evicted: list[Task], waiting: Collection[str],
+                      taking: float = 0.0) -> tuple[list[Task], list[Task], float]:
         """The evicted pods sure to stay evicted, those that may go back, and the whole GPUs left
         free on the nodes. A victim job goes back whole or not at all (its gang, pod set by pod
         set, as allocate_job places it): it stays out when its turn has passed, or when a pod it
         places fits nowhere now or its pods ask for more whole GPUs than are left."""
         ssn = self.ssn
         view = ssn.table.view(nodes)
-        free = float(np.floor(view.free_gpus + 1e-9).sum())
+        free = float(np.floor(view.free_gpus + 1e-9).sum()) - taking
         by_job: dict[str, list[Task]] = {}
         for t in evicted:
             by_job.setdefault(t.job, []).append(t)
@@ -175,7 +192,7 @@ def victim_pending(ssn: Session, victims: Sequence[Task]) -> bool:
 # A simulation leaves a trace on the pods it placed, as the reference's does: a pod keeps what it
 # was last granted (its accepted request, and a pending pod its GPU groups). A simulation stands
 # in for another only when every pod it could place would keep the same trace either way.
-def _placed_alike(task: Task) -> bool:
+def placed_alike(task: Task) -> bool:
     """A preemptor pod that any placement leaves as it is: whole GPUs (no groups to keep), its
     grant already its request."""
     req = task.request

@@ -18,8 +18,9 @@ from typing import Any
 from kaipolicy import timelimit
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _QueueNode
 from kaipolicy.actions.placement import allocate_job
+from kaipolicy.actions.solver import placing
 from kaipolicy.actions.solver.evict import evict_all
-from kaipolicy.actions.solver.proofs import ReclaimRefusals, victim_pending
+from kaipolicy.actions.solver.proofs import ReclaimRefusals, placed_alike, victim_pending
 from kaipolicy.actions.solver.scenario import Scenario
 from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, VictimSource
 from kaipolicy.actions.solver.views import partial_job
@@ -277,6 +278,8 @@ def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, 
         unplaced.discard(job.uid)
         if job.uid == preemptor.uid:
             order.placements += 1
+            if unplaced and _refused_before_placing(solver, scenario, nodes, victim_tasks, unplaced):
+                return REFUSED
             if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
                 return False
             placed = True
@@ -289,6 +292,30 @@ def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, 
                 and solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
             return REFUSED
     return placed
+
+
+def _refused_before_placing(solver: JobSolver, scenario: Scenario, nodes: list[Node], victims: list[Task],
+                            waiting: set[str]) -> bool:
+    """The preemptor's placement would succeed and the validator would then surely refuse (what
+    the simulation proves right after the placement): the placement is not run. Its pods ask for
+    whole GPUs and hold that grant already, so the placement would leave no trace on them and
+    open no GPU group."""
+    refusals = solver.refusals
+    if refusals is None or not placing.PLACEMENTS_PROVEN:
+        return False
+    ssn = solver.ssn
+    preemptor = scenario.preemptor
+    tasks = tasks_to_allocate(ssn, preemptor, False)
+    if not all(map(placed_alike, tasks)):
+        return False   # a first placement would leave the pods their grant
+    taking = float(sum(t.request.gpus for t in tasks))
+    if not refusals.refused_once_placed(scenario, nodes, victims, waiting, taking):
+        return False
+    if not placing.surely_placed(ssn, preemptor, nodes):
+        return False
+    ssn.pre_job_allocation(preemptor)   # as the placement begins: whatever it resets is reset
+    refusals.cut_short()
+    return True
 
 
 def _last_turn(order: _KeyedOrder, jobs: dict[str, Job], unplaced: set[str]) -> Job | None:
