@@ -63,6 +63,7 @@ class SessionRule:
         "reads",
         "scalar",
         "selects",
+        "total",
         "variables",
         "vector",
         "vector_raw",
@@ -94,6 +95,7 @@ class SessionRule:
         self.vector_raw = bound.vector_raw
         self.vocabulary_calls = rule.vocabulary_calls
         self.selects = rule.selects
+        self.total = rule.total
         self.message = bound.message
         self.vectorizable = bool(rule.vectorizable and bound.vector is not None)
 

@@ -108,7 +108,11 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
     reasons: Counter[str] = Counter()
     rejections = Rejections(ssn.audit.detail) if audit else None
     if fits.any():
-        ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes), fits, view.index, SCALAR_PROBES, view.every))
+        if not audit and ssn.lone_candidate_unscored and np.count_nonzero(fits) == 1:
+            ranking = _Ranking(iter([int(np.flatnonzero(fits)[0])]))
+        else:
+            ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes), fits, view.index, SCALAR_PROBES,
+                                          view.every))
         verdicts: dict[int, Outcome | None] = {}   # by position in `nodes`, once judged as a vector
         k = 0
         while (i := ranking.at(k)) is not None:

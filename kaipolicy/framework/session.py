@@ -87,6 +87,8 @@ class Session:
         self._job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._whole_job_keys: dict[tuple[str, int], tuple[Any, ...]] = {}
         self._queue_keys_by_share = False
+        self._summing_scores = False     # see add_rules
+        self._lone_unscored = False
         self._queue_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.builtins = builtins or {}
         self.shares = fairshare.Shares.build(cluster, k_value)
@@ -151,6 +153,10 @@ class Session:
         self._summing_scores = (self.vectorize and not self.shadow["nodeOrder"]
                                 and all(r.vectorizable and getattr(r, "vector_raw", None) is not None
                                         for r in self.hooks["nodeOrder"]))
+        # A lone candidate needs no scores when scoring it could record nothing either: every
+        # node-order rule is total (cannot fail) and none is a shadow.
+        self._lone_unscored = (not self.shadow["nodeOrder"]
+                               and all(getattr(r, "total", False) for r in self.hooks["nodeOrder"]))
         self._queue_keys.clear()
         self._job_keys.clear()
         self._whole_job_keys.clear()
@@ -585,6 +591,13 @@ class Session:
                 v = rule.hook_name == "predicate"
             values.append(0 if v is None else v)
         return np.asarray(values), failed
+
+    @property
+    def lone_candidate_unscored(self) -> bool:
+        """A task that fits one node only goes there or nowhere, and scoring the node would record
+        nothing (total rules, no shadow rule, no coverage): the caller may skip the scores (it
+        keeps them when the audit log asks for them)."""
+        return self._lone_unscored and self.coverage is None
 
     def node_scores(self, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray:
         rules = self.hooks["nodeOrder"]

@@ -17,6 +17,7 @@ from kaipolicy.rules.cost import RUNTIME_BUDGET, Meter
 from kaipolicy.rules.emit import FIELDS, HELPERS, METER, Emitter, Namespace
 from kaipolicy.rules.runtime import EvalError, failure
 from kaipolicy.rules.sandbox import fields_by_class
+from kaipolicy.rules.total import is_total
 from kaipolicy.rules.vectorize import VECTOR_HELPERS, VectorEmitter
 from kaipolicy.rules.vocabulary import TypeSpec, Vocabulary, list_elem
 
@@ -72,6 +73,7 @@ class CompiledRule:
     vector_raw_factory: Factory | None = None   # the vector body alone (see BoundRule.vector_raw)
     vocabulary_calls: frozenset[str] = frozenset()          # the vocabulary functions it calls
     selects: frozenset[tuple[str, str]] = frozenset()       # (variable, field) it reads
+    total: bool = False   # its evaluation cannot fail (rules/total.py): skipping it hides no error
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -148,7 +150,8 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
                         rule.description, rule.builtin, dict(rule.with_args), can_vector, rule.cost,
                         "\n".join(sources), values.get("_make_scalar"), values.get("_make_vector"),
                         values.get("_make_message"), reads, rule.mode, lone_call(trees, hook.names),
-                        head_call(trees), values.get("_make_vector_raw"), *uses(trees, vocabulary))
+                        head_call(trees), values.get("_make_vector_raw"), *uses(trees, vocabulary),
+                        all(is_total(tree, types) for key, tree in trees.items() if key != "message"))
 
 
 def uses(trees: Mapping[str, t.Expr], vocabulary: Vocabulary) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
