@@ -116,21 +116,16 @@ ORDER_KEYS_KEPT = 100_000
 
 
 def _queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None, victims: Vec | None) -> list[object]:
-    total = shares.total
     over_used, starved, zero_share_violation = True, True, False
     with_extra = plain = 0.0
-    allocatable: Vec = {}
-    for r in RESOURCES:
-        sh = qs.shares[r]
+    fixed, dominance = _fixed_parts(shares, qs)
+    for r, sh, fair, deserved, cap_raw, cap in fixed:
         alloc = float(sh.allocated)
         requested = job_request[r] if job_request else 0.0
         with_job = alloc + requested
-        over_used = over_used and float(sh.fair_share) < alloc
-        starved = starved and at_most(with_job, float(sh.deserved))
-        cap = allocatable[r] = sh.allocatable()
-        zero_share_violation = zero_share_violation or (cap == 0 and with_job > 0)
-        if cap == UNLIMITED:
-            cap = total[r]
+        over_used = over_used and fair < alloc
+        starved = starved and at_most(with_job, deserved)
+        zero_share_violation = zero_share_violation or (cap_raw == 0 and with_job > 0)
         extra = requested - (victims[r] if victims else 0.0)
         # the dominant share with the job (less the victims) and without it
         with_extra = max(with_extra, _share_of(sh.allocated + extra, cap))
@@ -142,8 +137,29 @@ def _queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None, vi
         1 if zero_share_violation else 0,
         with_extra,
         plain,
-        Dominance(allocatable),
+        dominance,
     ]
+
+
+_Fixed = tuple[str, Share, float, float, float, float]
+
+
+def _fixed_parts(shares: Shares, qs: QueueShare) -> tuple[list[_Fixed], Dominance]:
+    """What the queue order reads of a queue that is fixed for the session (its fair share,
+    deserved quota and allocatable share), per resource, and its Dominance element (compared by
+    value, so one object serves every key)."""
+    known = shares.order_fixed.get(qs.queue.uid)
+    if known is not None and known[0] is qs:    # the share object it was worked out for
+        return known[1], known[2]
+    fixed: list[_Fixed] = []
+    allocatable: Vec = {}
+    for r in RESOURCES:
+        sh = qs.shares[r]
+        cap = allocatable[r] = sh.allocatable()
+        fixed.append((r, sh, float(sh.fair_share), float(sh.deserved), cap, shares.total[r] if cap == UNLIMITED else cap))
+    dominance = Dominance(allocatable)
+    shares.order_fixed[qs.queue.uid] = (qs, fixed, dominance)
+    return fixed, dominance
 
 
 def _share_of(allocated: float, allocatable: float) -> float:

@@ -122,6 +122,7 @@ class Shares:
         # queue order keys by (queue, its allocation, job request, victims): the rest they read is
         # fixed for the session (capacity.queue_order_key)
         self.order_keys: dict[tuple[Any, ...], list[object]] = {}
+        self.order_fixed: dict[str, Any] = {}   # per queue, what its order key reads that stays fixed (capacity.py)
 
     @classmethod
     def build(cls, cluster: ClusterInfo, k_value: float = 1.0) -> Shares:
