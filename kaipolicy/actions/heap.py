@@ -83,22 +83,23 @@ class SortedByKey(Generic[T]):
     comparisons; used where no depth cap makes the heap's sift order matter."""
 
     def __init__(self, key: Callable[[T], Any], reverse: bool = False) -> None:
-        self.entries: list[tuple[Any, int, T]] = []
+        # named as GoHeap's list, so an order tells either kind empty by `items` alone
+        self.items: list[tuple[Any, int, T]] = []
         self.key = key
         self.reverse = reverse
         self._seq = 0
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.items)
 
     def push(self, item: T) -> None:
         self._seq += 1
         # equal keys: first pushed, first out (either direction)
         seq = -self._seq if self.reverse else self._seq
-        bisect.insort(self.entries, (self.key(item), seq, item))
+        bisect.insort(self.items, (self.key(item), seq, item))
 
     def pop(self) -> T:
-        return self.entries.pop(-1 if self.reverse else 0)[2]
+        return self.items.pop(-1 if self.reverse else 0)[2]
 
     def peek(self) -> T:
-        return self.entries[-1 if self.reverse else 0][2]
+        return self.items[-1 if self.reverse else 0][2]

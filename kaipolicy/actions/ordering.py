@@ -90,7 +90,7 @@ class JobsByQueue:
     def sorted_jobs(self) -> SortedJobs:
         """The jobs as loaded, per leaf queue in order, to load into another order of the same
         session (no depth cap) without sorting them again."""
-        leaves = {uid: list(node.children.entries) for uid, node in self.nodes.items()
+        leaves = {uid: list(node.children.items) for uid, node in self.nodes.items()
                   if node.leaf and isinstance(node.children, SortedByKey)}
         changes = self.ssn.status_changes
         jobs = {e[2].uid: e[2] for es in leaves.values() for e in es}
@@ -114,16 +114,19 @@ class JobsByQueue:
         left_out = skip | {j.uid for j in changed}
         hit = {jobs.leaf_of[u] for u in left_out if u in jobs.leaf_of}   # leaves losing a job
         for uid, entries in jobs.leaves.items():
-            keys = jobs.keys[uid]
+            kept = list(entries)
+            self._job_keys.update(jobs.keys[uid])
             if uid in hit:
-                kept = [e for e in entries if e[2].uid not in left_out]
-                self._job_keys.update((e[2].uid, e[0]) for e in kept)
-            else:
-                kept = list(entries)
-                self._job_keys.update(keys)
+                # a leaf's entries sit at consecutive positions: drop the left-out ones by index
+                start = jobs.position[entries[0][2].uid]
+                gone = [u for u in left_out if jobs.leaf_of.get(u) == uid]
+                for i in sorted((jobs.position[u] - start for u in gone), reverse=True):
+                    del kept[i]
+                for u in gone:
+                    del self._job_keys[u]
             if kept:
                 leaf = _QueueNode(queues[uid], True, self._leaf_jobs())
-                leaf.children.entries = kept
+                leaf.children.items = kept
                 self.nodes[uid] = leaf
                 self._link(leaf)
                 self._mark(leaf)
@@ -176,7 +179,7 @@ class JobsByQueue:
 
     # ---- popping ------------------------------------------------------------------------------
     def empty(self) -> bool:
-        return len(self.roots) == 0
+        return not self.roots.items
 
     def pop(self) -> Job | None:
         leaf = self._to_leaf(self.roots)
@@ -205,18 +208,18 @@ class JobsByQueue:
             heap = node.children
 
     def _next(self, heap: GoHeap[_QueueNode]) -> _QueueNode | None:
-        while len(heap):
+        while heap.items:
             node = heap.peek()
             if node.needs_reorder:
                 node.key = None
                 heap.fix(0)
                 node.needs_reorder = False
                 continue
-            return node if len(node.children) else None
+            return node if node.children.items else None
         return None
 
     def _after_pop(self, node: _QueueNode) -> None:
-        if len(node.children) == 0:
+        if not node.children.items:
             if node.parent is not None:
                 node.parent.children.pop()
             else:
@@ -239,9 +242,9 @@ class JobsByQueue:
         return kb < ka if self.victims else ka < kb
 
     def _node_less(self, a: _QueueNode, b: _QueueNode) -> bool:
-        if len(a.children) == 0:
+        if not a.children.items:
             return not self.victims
-        if len(b.children) == 0:
+        if not b.children.items:
             return self.victims
         less = self._node_key(a) < self._node_key(b)
         return not less if self.victims else less

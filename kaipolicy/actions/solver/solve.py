@@ -414,7 +414,7 @@ class _KeyedOrder(JobsByQueue):
         job: Job = leaf.children.pop()
         self._after_pop(leaf)
         self._last_leaf = leaf
-        streak = fresh and keys_ok and len(leaf.children) > 0 and self.ssn.queue_keys_remembered
+        streak = fresh and keys_ok and bool(leaf.children.items) and self.ssn.queue_keys_remembered
         self._streak = (leaf, self.placements, asks) if streak else None
         return job
 
@@ -427,7 +427,7 @@ class _KeyedOrder(JobsByQueue):
             return None
         job: Job = leaf.children.pop()
         self._after_pop(leaf)
-        if not len(leaf.children):
+        if not leaf.children.items:
             self._streak = None
         return job
 
