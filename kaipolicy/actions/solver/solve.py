@@ -50,6 +50,11 @@ LAST_TURN_AT_ONCE = True
 #: queues (False: every pop re-orders them; the tests compare both). See _KeyedOrder.
 STREAKS_POPPED_AT_ONCE = True
 
+#: A pop after a pop from the same leaf, nothing placed between, asks only the comparisons the
+#: heaps on the leaf's path would make (False: the full walk from the roots; the tests compare
+#: both). See _KeyedOrder._path_leaf.
+PATH_POPS = True
+
 
 @dataclass
 class Solution:
@@ -377,6 +382,7 @@ class _KeyedOrder(JobsByQueue):
         self.popped_uids: set[str] = set()
         self.placements = 0      # jobs placed so far in the simulation: the cluster changes only then
         self._last_leaf: _QueueNode | None = None
+        self._last_at = -1       # `placements` at the last pop
         self._streak: tuple[_QueueNode, int, tuple[float, float, float]] | None = None
 
     def holds(self, uid: str) -> bool:
@@ -390,6 +396,7 @@ class _KeyedOrder(JobsByQueue):
             job = self._pop_noting_streak()
         if job is not None:
             self.popped_uids.add(job.uid)
+        self._last_at = self.placements
         return job
 
     # A streak: the same leaf popped again and again. When the previous pop came from this leaf
@@ -400,7 +407,9 @@ class _KeyedOrder(JobsByQueue):
     # another leaf would have come up), so the pop comes from this leaf again. Such a pop is
     # made at once: the job leaves the leaf and the path is marked, as a pop leaves them.
     def _pop_noting_streak(self) -> Job | None:
-        leaf = self._to_leaf(self.roots)
+        leaf = self._path_leaf() if PATH_POPS else None
+        if leaf is None:
+            leaf = self._to_leaf(self.roots)
         if leaf is None:
             return None
         fresh = leaf is self._last_leaf
@@ -417,6 +426,42 @@ class _KeyedOrder(JobsByQueue):
         streak = fresh and keys_ok and bool(leaf.children.items) and self.ssn.queue_keys_remembered
         self._streak = (leaf, self.placements, asks) if streak else None
         return job
+
+    def _path_leaf(self) -> _QueueNode | None:
+        """The leaf the next pop comes from, found along the last pop's path when that pop came
+        from a leaf that still has jobs and nothing was placed since: each node of the path still
+        tops its heap (the walk took the top at every level) and every other node of those heaps
+        is as it was, so `fix(0)` at each level makes only two comparisons, the top's children
+        between them and the better child against the top, whose key is taken anew. Where the
+        top stays, the heap is left as `fix` leaves it; where it does not, the heap is fixed there
+        as `_next` fixes it and the walk goes on from that level as `_to_leaf` walks. None when
+        the last pop's path does not apply (the caller walks from the roots)."""
+        leaf = self._last_leaf
+        if leaf is None or self._last_at != self.placements or not leaf.children.items:
+            return None
+        path: list[_QueueNode] = []
+        node: _QueueNode | None = leaf
+        while node is not None:
+            path.append(node)
+            node = node.parent
+        path.reverse()
+        heap = self.roots
+        for node in path:
+            if not heap.items or heap.items[0] is not node or not node.needs_reorder:
+                return None
+            heap = node.children
+        heap = self.roots
+        for node in path:
+            items = heap.items
+            if len(items) > 1:
+                j = 2 if len(items) > 2 and self._node_less(items[2], items[1]) else 1
+                if self._node_less(items[j], node):
+                    heap.fix(0)          # the top sinks, with the comparisons `_next` would make
+                    node.needs_reorder = False
+                    return self._to_leaf(heap)
+            node.needs_reorder = False
+            heap = node.children
+        return leaf
 
     def _pop_in_streak(self) -> Job | None:
         if self._streak is None:
