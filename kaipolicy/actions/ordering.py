@@ -177,6 +177,17 @@ class JobsByQueue:
         if new:
             self._link(parent)
 
+    def dispose(self) -> None:
+        """Break the order's reference cycles (its heaps hold its comparison methods, its nodes
+        their parents), so reference counting frees it at once: the cyclic collector is paused
+        during a cycle, and the solver builds an order per simulation. The order is empty after."""
+        for node in self.nodes.values():
+            node.parent = None
+            node.children = None
+        self.nodes.clear()
+        self.roots = GoHeap(_unordered)
+        self._job_keys.clear()
+
     # ---- popping ------------------------------------------------------------------------------
     def empty(self) -> bool:
         return not self.roots.items
@@ -264,6 +275,10 @@ class JobsByQueue:
             else:
                 node.key = self.ssn.queue_key(node.queue, best)
         return node.key
+
+
+def _unordered(a: object, b: object) -> bool:
+    return False
 
 
 PENDING_READY = JobFilter(pending=True, ready=True)

@@ -269,34 +269,37 @@ def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, 
     # the other pending jobs come in the order sorted before; those whose pods changed status
     # since (a solution was committed, a simulation moved them) are sorted in again
     order = _KeyedOrder(ssn, solver.job_keys)
-    changed = order.add_sorted(solver.pending_order(), set(jobs))
-    order.add([*(j for j in changed if j.has_pending), *jobs.values()], JobFilter())
-    placed = False
-    hopeless: set[Request] = set()
-    # Once the preemptor and every victim job have had their turn, the jobs left only take part
-    # in the ordering: popping them would change nothing.
-    unplaced = set(jobs)
-    while (unplaced or not STOP_AFTER_LAST_TURN) and not order.empty():
-        job = _last_turn(order, jobs, unplaced) or order.pop()
-        if job is None:
-            break
-        unplaced.discard(job.uid)
-        if job.uid == preemptor.uid:
-            order.placements += 1
-            if unplaced and _refused_before_placing(solver, scenario, nodes, victim_tasks, unplaced):
+    try:
+        changed = order.add_sorted(solver.pending_order(), set(jobs))
+        order.add([*(j for j in changed if j.has_pending), *jobs.values()], JobFilter())
+        placed = False
+        hopeless: set[Request] = set()
+        # Once the preemptor and every victim job have had their turn, the jobs left only take part
+        # in the ordering: popping them would change nothing.
+        unplaced = set(jobs)
+        while (unplaced or not STOP_AFTER_LAST_TURN) and not order.empty():
+            job = _last_turn(order, jobs, unplaced) or order.pop()
+            if job is None:
+                break
+            unplaced.discard(job.uid)
+            if job.uid == preemptor.uid:
+                order.placements += 1
+                if unplaced and _refused_before_placing(solver, scenario, nodes, victim_tasks, unplaced):
+                    return REFUSED
+                if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
+                    return False
+                placed = True
+            elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
+                order.placements += 1
+                allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
+            else:
+                continue
+            if placed and unplaced and solver.refusals is not None \
+                    and solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
                 return REFUSED
-            if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
-                return False
-            placed = True
-        elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
-            order.placements += 1
-            allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
-        else:
-            continue
-        if placed and unplaced and solver.refusals is not None \
-                and solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
-            return REFUSED
-    return placed
+        return placed
+    finally:
+        order.dispose()   # its reference cycles would wait for the paused collector
 
 
 def _refused_before_placing(solver: JobSolver, scenario: Scenario, nodes: list[Node], victims: list[Task],

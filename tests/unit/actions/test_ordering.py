@@ -68,3 +68,30 @@ def test_a_sorted_order_loads_again_without_the_skipped_jobs_and_those_whose_pod
     again = JobsByQueue(ssn)
     assert [j.name for j in again.add_sorted(sorted_jobs, {by_name["a3"].uid})] == ["a1"]
     assert [again.pop().name for _ in range(3)] == popped   # type: ignore[union-attr]
+
+
+def test_a_disposed_order_is_freed_by_reference_counting_alone() -> None:
+    # the cyclic collector is paused during a cycle, and the solver builds an order per simulation
+    import gc
+    import weakref
+    queues = [{"name": "qa", "deserved": {"gpu": 2}, "parent": "d"}, {"name": "qb", "deserved": {"gpu": 2}, "parent": "d"}]
+    jobs = [*(job(f"a{i}", "qa") for i in range(3)), job("b0", "qb")]
+    ssn = open_session(scenario([node("n0")], jobs, queues, departments=[{"name": "d", "deserved": {"gpu": 4}}])
+                       .snapshot(), SchedulerConfig(), default_bundle())
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        kept, freed = [], []
+        for dispose in (False, True):
+            order = JobsByQueue(ssn).add(ssn.cluster.jobs.values(), JobFilter(pending=True))
+            order.pop()
+            (freed if dispose else kept).append(weakref.ref(order))
+            if dispose:
+                order.dispose()
+                assert order.empty()
+            del order
+        assert kept[0]() is not None      # its heaps and nodes hold it in cycles
+        assert freed[0]() is None
+    finally:
+        if was:
+            gc.enable()
