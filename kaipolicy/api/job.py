@@ -17,6 +17,9 @@ class TopologyConstraint:
     preferred_level: str = ""
 
 
+_ALIVE_UNGATED = ALIVE - {Status.GATED}
+
+
 class CountsTasks:
     """Status counts over `self.tasks`, shared by pod sets and jobs."""
 
@@ -46,8 +49,7 @@ class PodSet(CountsTasks):
     tasks: dict[str, Task] = field(default_factory=dict)
 
     def ready(self) -> bool:
-        alive = self.count(ALIVE) - self.count(frozenset({Status.GATED}))
-        return alive >= self.min_available
+        return self.count(_ALIVE_UNGATED) >= self.min_available
 
     def gang_satisfied(self) -> bool:
         return self.active_used >= self.min_available
