@@ -42,20 +42,24 @@ ASKED = ("preJobAllocation", "overCapacity", "subsetNodes", "prePredicate", "pre
          "gpuOrder")
 
 
-def _conditional(ssn: Session, task: Task, job: Job) -> dict[str, Callable[[], bool]]:
-    """Functions that are node-local for this task and job only under a condition."""
+def _conditional(ssn: Session, task: Task, job: Job, asking: frozenset[str]) -> dict[str, Callable[[], bool]]:
+    """Functions that are node-local for this task and job only under a condition; `asking`: the
+    functions whose condition is being asked already (a rule of a hook that such a function
+    consults may call it again: that is not node-local)."""
+    def rules_of(hook: str, name: str) -> bool:
+        return name not in asking and all(node_local(ssn, r, task, job, asking | {name}) for r in ssn.hooks[hook])
     return {
         # the queue gates pass whatever is allocated when nothing up the path is capped
         "capacity.taskOverLimitOnNode": lambda: capacity.uncapped(ssn.shares, job),
-        "capacity.onNode": lambda: all(node_local(ssn, r, task, job) for r in ssn.hooks["taskOverCapacityOnNode"]),
+        "capacity.onNode": lambda: rules_of("taskOverCapacityOnNode", "capacity.onNode"),
         # without terms of its own the task's pod affinity holds everywhere
         "affinity.podFits": lambda: task.pod_affinity is None,
         # the GPU-order rules it asks see one node (and GPU) at a time
-        "gpu.needsNewGroup": lambda: all(node_local(ssn, r, task, job) for r in ssn.hooks["gpuOrder"]),
+        "gpu.needsNewGroup": lambda: rules_of("gpuOrder", "gpu.needsNewGroup"),
     }
 
 
-def node_local(ssn: Session, rule: Rule, task: Task, job: Job) -> bool:
+def node_local(ssn: Session, rule: Rule, task: Task, job: Job, asking: frozenset[str] = frozenset()) -> bool:
     """The rule's value for (task, node) depends only on the node's own state and the task's and
     job's fixed fields: what it reads is known, and every function it calls is such a function."""
     calls = getattr(rule, "vocabulary_calls", None)
@@ -64,11 +68,11 @@ def node_local(ssn: Session, rule: Rule, task: Task, job: Job) -> bool:
         return False
     if any(var == "job" and f in MOVING_JOB_FIELDS for var, f in selects):
         return False
-    conditional = _conditional(ssn, task, job)
+    conditional = _conditional(ssn, task, job, asking)
     for name in calls:
         if name in NODE_LOCAL:
             continue
-        check = conditional.pop(name, None)   # asked once (also keeps a rule from recursing into itself)
+        check = conditional.get(name)
         if check is None or not check():
             return False
     return True

@@ -81,6 +81,24 @@ def test_what_a_rule_reads_decides_whether_it_is_node_local(tmp_path: Path) -> N
     assert local == {"elastic": False, "packed": False, "static": True}
 
 
+LOOPING = """\
+plugin: looping
+enable: always
+rules:
+  - {name: asks-itself, hook: taskOverCapacityOnNode, deny: "capacity.onNode(cluster, task, job, node) != ''"}
+"""
+
+
+def test_a_hook_whose_rule_asks_the_same_hook_again_is_not_node_local(tmp_path: Path) -> None:
+    (tmp_path / "looping.yaml").write_text(LOOPING)
+    bundle = load_bundle([POLICIES, tmp_path], VOCABULARY)
+    ssn = _session([node("n0")], [_pending(2)], bundle)
+    gang = ssn.cluster.jobs["gang"]
+    task = next(iter(gang.tasks.values()))
+    local = {r.name: placing.node_local(ssn, r, task, gang) for r in ssn.hooks["predicate"]}
+    assert local["queue-capacity-on-node"] is False     # answered, not a recursion without end
+
+
 @pytest.mark.parametrize(("free", "size", "sure"), [
     ([1, 1, 1], 3, True),          # three nodes, a pod each
     ([1, 1, 1], 4, False),         # a fourth pod has no node of its own
