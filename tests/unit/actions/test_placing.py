@@ -40,24 +40,24 @@ def _full(name: str, gpus: int) -> dict[str, Any]:
     return job(f"on-{name}", "q0", [{"state": "Running", "node": name}] * gpus, perTask=ONE_GPU)
 
 
-def test_the_default_predicates_are_node_local_for_a_plain_pod_of_an_uncapped_queue() -> None:
-    ssn = _session([node("n0")], [_pending(2)])
+def _local(ssn: Session, plugin: str | None = None) -> dict[str, bool]:
+    """Each predicate rule (of `plugin`, or all): is it node-local for the pending gang's pod?"""
     gang = ssn.cluster.jobs["gang"]
     task = next(iter(gang.tasks.values()))
-    assert all(placing.node_local(ssn, r, task, gang) for r in ssn.hooks["predicate"])
+    return {r.name: placing.node_local(ssn, r, task, gang) for r in ssn.hooks["predicate"]
+            if plugin is None or r.plugin == plugin}
+
+
+def test_the_default_predicates_are_node_local_for_a_plain_pod_of_an_uncapped_queue() -> None:
+    assert all(_local(_session([node("n0")], [_pending(2)])).values())
 
 
 def test_a_capped_queue_or_pod_affinity_makes_the_rule_that_reads_it_not_node_local() -> None:
     capped = [{"name": "q0", "deserved": {"gpu": 4}, "limit": {"gpu": 3}}]
-    ssn = _session([node("n0")], [_pending(2)], queues=capped)
-    gang = ssn.cluster.jobs["gang"]
-    task = next(iter(gang.tasks.values()))
-    local = {r.name: placing.node_local(ssn, r, task, gang) for r in ssn.hooks["predicate"]}
+    local = _local(_session([node("n0")], [_pending(2)], queues=capped))
     assert not local["queue-capacity-on-node"] and local["max-pods"]
-    affine = _session([node("n0")], [_pending(2, tasks=[{"state": "Pending", "podAffinity": {"labels": {"a": "b"}}}] * 2)])
-    gang = affine.cluster.jobs["gang"]
-    task = next(iter(gang.tasks.values()))
-    local = {r.name: placing.node_local(affine, r, task, gang) for r in affine.hooks["predicate"]}
+    affine = [{"state": "Pending", "podAffinity": {"labels": {"a": "b"}}}] * 2
+    local = _local(_session([node("n0")], [_pending(2, tasks=affine)]))
     assert not local["pod-affinity"] and local["queue-capacity-on-node"]
 
 
@@ -74,10 +74,7 @@ rules:
 def test_what_a_rule_reads_decides_whether_it_is_node_local(tmp_path: Path) -> None:
     (tmp_path / "own.yaml").write_text(OWN)
     bundle = load_bundle([POLICIES, tmp_path], VOCABULARY)
-    ssn = _session([node("n0")], [_pending(2)], bundle)
-    gang = ssn.cluster.jobs["gang"]
-    task = next(iter(gang.tasks.values()))
-    local = {r.name: placing.node_local(ssn, r, task, gang) for r in ssn.hooks["predicate"] if r.plugin == "own"}
+    local = _local(_session([node("n0")], [_pending(2)], bundle), "own")
     assert local == {"elastic": False, "packed": False, "static": True}
 
 
@@ -92,10 +89,7 @@ rules:
 def test_a_hook_whose_rule_asks_the_same_hook_again_is_not_node_local(tmp_path: Path) -> None:
     (tmp_path / "looping.yaml").write_text(LOOPING)
     bundle = load_bundle([POLICIES, tmp_path], VOCABULARY)
-    ssn = _session([node("n0")], [_pending(2)], bundle)
-    gang = ssn.cluster.jobs["gang"]
-    task = next(iter(gang.tasks.values()))
-    local = {r.name: placing.node_local(ssn, r, task, gang) for r in ssn.hooks["predicate"]}
+    local = _local(_session([node("n0")], [_pending(2)], bundle))
     assert local["queue-capacity-on-node"] is False     # answered, not a recursion without end
 
 
