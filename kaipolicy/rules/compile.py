@@ -161,12 +161,8 @@ def uses(trees: Mapping[str, t.Expr], vocabulary: Vocabulary) -> tuple[frozenset
     selects: set[tuple[str, str]] = set()
     for tree in trees.values():
         for n in t.walk(tree):
-            if isinstance(n, t.Call):
-                # the checker resolves a namespaced call to the function's full name
-                name = n.name if n.target is None else f"{n.target.name}.{n.name}" \
-                    if isinstance(n.target, t.Ident) else ""
-                if name in vocabulary.functions:
-                    calls.add(name)
+            if isinstance(n, t.Call) and n.function in vocabulary.functions:
+                calls.add(n.function)
             elif isinstance(n, (t.Select, t.Has)) and isinstance(n.operand, t.Ident):
                 selects.add((n.operand.name, n.field))
     return frozenset(calls), frozenset(selects)
@@ -179,11 +175,7 @@ def head_call(trees: Mapping[str, t.Expr]) -> str:
     if len(trees) != 1:
         return ""
     (tree,) = trees.values()
-    if not isinstance(tree, t.Call):
-        return ""
-    if tree.target is None:
-        return tree.name
-    return f"{tree.target.name}.{tree.name}" if isinstance(tree.target, t.Ident) else ""
+    return tree.function if isinstance(tree, t.Call) else ""
 
 
 def lone_call(trees: Mapping[str, t.Expr], names: Sequence[str]) -> str:
@@ -197,9 +189,7 @@ def lone_call(trees: Mapping[str, t.Expr], names: Sequence[str]) -> str:
         return ""
     if [a.name for a in tree.args if isinstance(a, t.Ident)] != ["cluster", *names]:
         return ""
-    if tree.target is None:
-        return tree.name
-    return f"{tree.target.name}.{tree.name}" if isinstance(tree.target, t.Ident) else ""
+    return tree.function
 
 
 def _namespace(types: Mapping[str, TypeSpec], fail: Callable[[BaseException], EvalError]) -> Namespace:

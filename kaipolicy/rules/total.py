@@ -53,8 +53,7 @@ def is_total(node: t.Expr, types: Mapping[str, TypeSpec]) -> bool:
 
 
 def _total_call(node: t.Call, types: Mapping[str, TypeSpec]) -> bool:
-    name = node.name if node.target is None else \
-        f"{node.target.name}.{node.name}" if isinstance(node.target, t.Ident) else node.name
+    name = node.function
     args_total = all(is_total(a, types) for a in node.args)
     if name in TOTAL_FUNCTIONS:
         return args_total

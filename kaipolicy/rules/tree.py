@@ -57,6 +57,15 @@ class Call(Expr):
     target: Expr | None
     args: list[Expr]
 
+    @property
+    def function(self) -> str:
+        """The called function's full name: its name, or `namespace.name` when called on an
+        identifier (the checker resolves a vocabulary call to its full name); "" for a method of
+        some other value."""
+        if self.target is None:
+            return self.name
+        return f"{self.target.name}.{self.name}" if isinstance(self.target, Ident) else ""
+
     def children(self) -> Iterator[Expr]:
         if self.target is not None:
             yield self.target
