@@ -60,6 +60,9 @@ class Rule(Protocol):
     def vector(self, *values: Any) -> Any: ...
     # the vector body alone, errors raised as they come (None when the rule has no vector form)
     vector_raw: Callable[..., Any] | None
+    vocabulary_calls: frozenset[str]          # the vocabulary functions it calls
+    selects: frozenset[tuple[str, str]]       # the (variable, field) pairs it reads
+    total: bool                               # its evaluation cannot fail (rules/total.py)
     def message(self, *values: Any) -> str | None: ...
     @property
     def vectorizable(self) -> bool: ...
@@ -151,12 +154,12 @@ class Session:
         # Scores can be summed in one pass when every node-order rule has a vector form (the
         # parts per rule are then only kept when the audit log or coverage asks for them).
         self._summing_scores = (self.vectorize and not self.shadow["nodeOrder"]
-                                and all(r.vectorizable and getattr(r, "vector_raw", None) is not None
+                                and all(r.vectorizable and r.vector_raw is not None
                                         for r in self.hooks["nodeOrder"]))
         # A lone candidate needs no scores when scoring it could record nothing either: every
         # node-order rule is total (cannot fail) and none is a shadow.
         self._lone_unscored = (not self.shadow["nodeOrder"]
-                               and all(getattr(r, "total", False) for r in self.hooks["nodeOrder"]))
+                               and all(r.total for r in self.hooks["nodeOrder"]))
         self._queue_keys.clear()
         self._job_keys.clear()
         self._whole_job_keys.clear()
@@ -691,10 +694,6 @@ class GpuView:
         return 0.0 if self.whole else self.node.used_gpu_portion(self.group)
 
 
-def _no_raw() -> Any:
-    raise TypeError("the rule has no raw vector form")
-
-
 def _summed_scores(rules: Sequence[Rule], task: Task, job: Job, view: NodeVector, n: int) -> np.ndarray | None:
     """The weighted sum of the node-order rules' vector values, as node_scores adds them (the
     same products added in the same order, so the same bits), under one numpy error state and
@@ -705,7 +704,9 @@ def _summed_scores(rules: Sequence[Rule], task: Task, job: Job, view: NodeVector
         with np.errstate(all="ignore"):
             for rule in rules:
                 raw = rule.vector_raw
-                value = raw(task, job, view) if raw is not None else _no_raw()
+                if raw is None:
+                    return None
+                value = raw(task, job, view)
                 if value is None:
                     continue
                 arr = np.asarray(value)

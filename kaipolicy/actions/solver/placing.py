@@ -62,14 +62,10 @@ def _conditional(ssn: Session, task: Task, job: Job, asking: frozenset[str]) -> 
 def node_local(ssn: Session, rule: Rule, task: Task, job: Job, asking: frozenset[str] = frozenset()) -> bool:
     """The rule's value for (task, node) depends only on the node's own state and the task's and
     job's fixed fields: what it reads is known, and every function it calls is such a function."""
-    calls = getattr(rule, "vocabulary_calls", None)
-    selects = getattr(rule, "selects", None)
-    if calls is None or selects is None:
-        return False
-    if any(var == "job" and f in MOVING_JOB_FIELDS for var, f in selects):
+    if any(var == "job" and f in MOVING_JOB_FIELDS for var, f in rule.selects):
         return False
     conditional = _conditional(ssn, task, job, asking)
-    for name in calls:
+    for name in rule.vocabulary_calls:
         if name in NODE_LOCAL:
             continue
         check = conditional.get(name)
@@ -103,7 +99,7 @@ def surely_placed(ssn: Session, job: Job, nodes: list[Node]) -> bool:
         return False
     # what rules say of the first pod they say of every pod: the pods are alike in all they read
     rules = [r for h in ("prePredicate", "predicate") for r in ssn.hooks[h]]
-    if any(("task", "name") in getattr(r, "selects", ()) for r in rules) \
+    if any(("task", "name") in r.selects for r in rules) \
             or not all(node_local(ssn, r, first, job) for r in rules):
         return False
     # the gate is asked once, before any pod is placed; the rest of the path as allocate_job takes it
