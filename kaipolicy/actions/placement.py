@@ -107,8 +107,9 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
     fits = fits_mask(view, task, with_releasing=True)
     reasons: Counter[str] = Counter()
     rejections = Rejections(ssn.audit.detail) if audit else None
-    if fits.any():
-        if not audit and ssn.lone_candidate_unscored and np.count_nonzero(fits) == 1:
+    fitting = np.count_nonzero(fits)
+    if fitting:
+        if not audit and ssn.lone_candidate_unscored and fitting == 1:
             ranking = _Ranking(iter([int(np.flatnonzero(fits)[0])]))
         else:
             ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes), fits, view.index, SCALAR_PROBES,

@@ -165,9 +165,13 @@ class Job(CountsTasks):
     def should_pipeline(self) -> bool:
         """Some pod set has a pipelined task and too few allocated ones: pipeline it all."""
         for ps in self.pod_sets.values():
-            piped = any(t.status == Status.PIPELINED for t in ps.tasks.values())
-            allocated = sum(1 for t in ps.tasks.values()
-                            if t.status != Status.PIPELINED and t.status in ACTIVE_ALLOCATED)
+            piped, allocated = False, 0
+            for t in ps.tasks.values():
+                status = t.status
+                if status == Status.PIPELINED:
+                    piped = True
+                elif status in ACTIVE_ALLOCATED:
+                    allocated += 1
             if piped and allocated < ps.min_available:
                 return True
         return False

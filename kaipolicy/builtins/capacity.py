@@ -108,14 +108,16 @@ def queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None,
     if known is None:
         if len(shares.order_keys) >= ORDER_KEYS_KEPT:
             shares.order_keys.clear()
-        known = shares.order_keys[memo_key] = _queue_order_key(shares, qs, job_request, victims)
+        known = shares.order_keys[memo_key] = queue_order_key_unmemoised(shares, qs, job_request, victims)
     return list(known)
 
 
 ORDER_KEYS_KEPT = 100_000
 
 
-def _queue_order_key(shares: Shares, qs: QueueShare, job_request: Vec | None, victims: Vec | None) -> list[object]:
+def queue_order_key_unmemoised(shares: Shares, qs: QueueShare, job_request: Vec | None,
+                               victims: Vec | None) -> list[object]:
+    """`queue_order_key` without its memo, for a caller that remembers keys by the same inputs."""
     over_used, starved, zero_share_violation = True, True, False
     with_extra = plain = 0.0
     fixed, dominance = _fixed_parts(shares, qs)

@@ -46,6 +46,13 @@ class NodeVector:
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
+        table = self.table
+        if self.every and not table._dirty:
+            # the column's live read-only view, when it has one and no row waits for a refresh
+            arr = table._read_only.get(attr)
+            if arr is not None:
+                setattr(self, attr, arr)
+                return arr
         if self.every:
             # the live column itself, read-only: the view is dropped before any node changes
             arr = self.table.read_only(attr)

@@ -402,7 +402,8 @@ class Session:
         _key would rank each element as done here. None when the built-in fails: the rule then
         runs and records its error."""
         try:
-            value = capacity.queue_order_key(self.shares, self.shares.queues[queue.uid], req, vict)
+            # (not through the built-in's own memo: the caller remembers the key by the same inputs)
+            value = capacity.queue_order_key_unmemoised(self.shares, self.shares.queues[queue.uid], req, vict)
         except Exception:  # noqa: BLE001 - the rule's own evaluation records the failure
             return None
         plain = _TYPE_RANK.get

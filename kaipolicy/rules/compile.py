@@ -279,7 +279,7 @@ def _vector_function(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: V
     return "\n".join([
         _function("_make_vector", params, guard, f"_vres({body}, _n)", emitter.metered, prelude=f"_n = {count}",
                   context="_np.errstate(all='ignore')"),
-        _function("_make_vector_raw", params, guard, body, emitter.metered, prelude=f"_n = {count}", raw=True)])
+        _function("_make_vector_raw", params, guard, body, emitter.metered, raw=True)])
 
 
 def compile_expression(tree: t.Expr, variables: tuple[str, ...], vocabulary: Vocabulary,

@@ -32,6 +32,20 @@ def test_a_view_is_reused_until_a_node_changes_and_then_shows_the_change() -> No
     assert again is not view and again.idle_cpu_millis[2] == 5.0
 
 
+def test_a_view_held_past_a_change_reads_a_new_column_fresh() -> None:
+    # an every-node view hands out the live read-only column at once only while no row waits
+    # for a refresh: a view kept across a change must not read the column before its refresh
+    table = NodeTable(nodes())
+    assert table.view(table.nodes).idle_cpu_millis[3] == 4000.0   # the column and its live view exist
+    held = table.view(list(table.nodes))       # another view of every node, the column not read yet
+    assert held.every
+    table.nodes[3].idle.cpu = 7.0
+    table.mark(table.nodes[3])
+    assert held.idle_cpu_millis[3] == 7.0
+    fresh = table.view(table.nodes)
+    assert fresh.idle_cpu_millis[3] == 7.0 and not fresh.idle_cpu_millis.flags.writeable
+
+
 def test_a_subset_view_has_the_columns_of_its_nodes_in_its_order() -> None:
     table = NodeTable(nodes())
     subset = [table.nodes[4], table.nodes[1]]

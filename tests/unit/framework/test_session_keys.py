@@ -115,7 +115,7 @@ def test_a_built_in_queue_key_that_fails_is_the_rule_s_error(monkeypatch: Any) -
         raise ValueError("no share")
 
     ssn = _session(default_bundle())
-    monkeypatch.setattr(capacity, "queue_order_key", broken)
+    monkeypatch.setattr(capacity, "queue_order_key_unmemoised", broken)
     key = ssn.queue_key(ssn.cluster.queues["q0"], ssn.cluster.jobs["a"])
     assert ssn.key_failed(key)                                 # sorts last, as a failed rule does
     assert [e.rule for e in ssn.errors] == ["proportion/fair-share-order"]
