@@ -51,6 +51,7 @@ class SessionRule:
     __slots__ = (
         "builtin",
         "calls",
+        "field_reads",
         "file",
         "head_call",
         "hook_name",
@@ -96,6 +97,7 @@ class SessionRule:
         self.vocabulary_calls = rule.vocabulary_calls
         self.selects = rule.selects
         self.total = rule.total
+        self.field_reads = rule.field_reads
         self.message = bound.message
         self.vectorizable = bool(rule.vectorizable and bound.vector is not None)
 

@@ -63,6 +63,8 @@ class Rule(Protocol):
     vocabulary_calls: frozenset[str]          # the vocabulary functions it calls
     selects: frozenset[tuple[str, str]]       # the (variable, field) pairs it reads
     total: bool                               # its evaluation cannot fail (rules/total.py)
+    # the (variable, attribute) pairs it reads when plain fields are all it reads (else None)
+    field_reads: tuple[tuple[str, str], ...] | None
     def message(self, *values: Any) -> str | None: ...
     @property
     def vectorizable(self) -> bool: ...
@@ -89,6 +91,8 @@ class Session:
         self._job_keys_pure = False
         self._job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._whole_job_keys: dict[tuple[str, int], tuple[Any, ...]] = {}
+        self._job_key_attrs: tuple[str, ...] | None = None    # see add_rules
+        self._job_keys_by_fields: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._queue_keys_by_share = False
         self._summing_scores = False     # see add_rules
         self._lone_unscored = False
@@ -146,6 +150,14 @@ class Session:
         self.shadowing = any(self.shadow.values())
         # Job keys can be remembered per job state unless a job-order rule consults the session.
         self._job_keys_pure = all("cluster" not in r.reads for r in self.hooks["jobOrder"])
+        # ... and by the values of the job's fields they read, when plain fields of the job are
+        # all they read (no shadow rule runs: its key would be set aside unseen)
+        reads = [r.field_reads for r in self.hooks["jobOrder"]]
+        self._job_key_attrs = (
+            tuple(sorted({attr for pairs in reads if pairs is not None for _, attr in pairs}))
+            if self._job_keys_pure and not self.shadow["jobOrder"]
+            and all(pairs is not None and all(var == "job" for var, _ in pairs) for pairs in reads)
+            else None)
         # Queue keys can be remembered by queue allocation, request and victims when the one
         # queue-order rule is the proportion built-in's key as it stands (and no shadow rule runs).
         self._queue_keys_by_share = (not self.shadow["queueOrder"] and
@@ -163,6 +175,7 @@ class Session:
         self._queue_keys.clear()
         self._job_keys.clear()
         self._whole_job_keys.clear()
+        self._job_keys_by_fields.clear()
 
     # ---- state changes (called by the Statement) ----------------------------------------------
     def statement(self) -> Statement:
@@ -338,13 +351,29 @@ class Session:
             key = self._whole_job_keys.get(counted)
             if key is not None:
                 return key
-        # what job-order rules can see change only with task statuses and gang sizes (the
-        # solver's partial copies of a job share its uid but not its tasks or minimums)
-        state = (job.uid, tuple((t.uid, t.status) for t in job.tasks.values()),
-                 tuple(ps.min_available for ps in job.pod_sets.values()))
-        key = self._job_keys.get(state)
+        attrs = self._job_key_attrs
+        by_fields: tuple[Any, ...] | None = None
+        key = None
+        if attrs is not None and self.coverage is None:
+            # the rules' part of the key is a function of these values (typed: True is not 1)
+            values = tuple([getattr(job, a) for a in attrs])
+            by_fields = (values, tuple([type(v) for v in values]))
+            part = self._job_keys_by_fields.get(by_fields)
+            if part is not None:
+                key = (*part, job.created, job.uid)
         if key is None:
-            key = self._job_keys[state] = (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+            # what job-order rules can see change only with task statuses and gang sizes (the
+            # solver's partial copies of a job share its uid but not its tasks or minimums)
+            state = (job.uid, tuple((t.uid, t.status) for t in job.tasks.values()),
+                     tuple(ps.min_available for ps in job.pod_sets.values()))
+            key = self._job_keys.get(state)
+            if key is None:
+                key = self._job_keys[state] = (*self._key("jobOrder", self._env(job=job)), job.created, job.uid)
+            if by_fields is not None and not self.key_failed(key):
+                # a key holding a rule's error is not shared: each job records its own
+                if len(self._job_keys_by_fields) >= capacity.ORDER_KEYS_KEPT:
+                    self._job_keys_by_fields.clear()
+                self._job_keys_by_fields[by_fields] = key[:-2]
         if whole:
             if len(self._whole_job_keys) >= capacity.ORDER_KEYS_KEPT:
                 self._whole_job_keys.clear()   # what is dropped is found again by its state below

@@ -74,6 +74,9 @@ class CompiledRule:
     vocabulary_calls: frozenset[str] = frozenset()          # the vocabulary functions it calls
     selects: frozenset[tuple[str, str]] = frozenset()       # (variable, field) it reads
     total: bool = False   # its evaluation cannot fail (rules/total.py): skipping it hides no error
+    # (variable, Python attribute) pairs, when plain fields of the hook's variables are all it
+    # reads of them and it calls no vocabulary function (see plain_field_reads); else None
+    field_reads: tuple[tuple[str, str], ...] | None = None
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -151,7 +154,37 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
                         "\n".join(sources), values.get("_make_scalar"), values.get("_make_vector"),
                         values.get("_make_message"), reads, rule.mode, lone_call(trees, hook.names),
                         head_call(trees), values.get("_make_vector_raw"), *uses(trees, vocabulary),
-                        all(is_total(tree, types) for key, tree in trees.items() if key != "message"))
+                        all(is_total(tree, types) for key, tree in trees.items() if key != "message"),
+                        plain_field_reads(trees, hook.names, vocabulary, types))
+
+
+#: Field types whose values are plain, hashable and compared by value.
+PLAIN_FIELD_TYPES = frozenset({"int", "uint", "double", "string", "bool"})
+
+
+def plain_field_reads(trees: Mapping[str, t.Expr], names: Sequence[str], vocabulary: Vocabulary,
+                      types: Mapping[str, TypeSpec]) -> tuple[tuple[str, str], ...] | None:
+    """The (variable, Python attribute) pairs a rule reads when they are everything it reads of
+    the hook's variables and of the session: each variable appears only as `variable.field` (or
+    inside has()) with a field of a plain type, `cluster` does not appear, and no vocabulary
+    function is called. The rule's value is then a function of those attributes' values and its
+    arguments alone. None otherwise."""
+    pairs: set[tuple[str, str]] = set()
+    named = selected = 0
+    for tree in trees.values():
+        for n in t.walk(tree):
+            if isinstance(n, t.Call) and n.function in vocabulary.functions:
+                return None
+            if isinstance(n, t.Ident) and (n.name in names or n.name == "cluster"):
+                named += 1
+            elif isinstance(n, (t.Select, t.Has)) and isinstance(n.operand, t.Ident) and n.operand.name in names:
+                spec = types.get(n.operand.type)
+                f = spec.fields.get(n.field) if spec is not None and not spec.by_key else None
+                if f is None or f.type not in PLAIN_FIELD_TYPES:
+                    return None
+                pairs.add((n.operand.name, f.attr))
+                selected += 1
+    return tuple(sorted(pairs)) if named == selected else None
 
 
 def uses(trees: Mapping[str, t.Expr], vocabulary: Vocabulary) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:

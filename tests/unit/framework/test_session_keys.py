@@ -120,3 +120,60 @@ def test_a_built_in_queue_key_that_fails_is_the_rule_s_error(monkeypatch: Any) -
     assert ssn.key_failed(key)                                 # sorts last, as a failed rule does
     assert [e.rule for e in ssn.errors] == ["proportion/fair-share-order"]
     assert "no share" in ssn.errors[0].message
+
+
+# ---- job keys remembered by the fields the rules read -------------------------------------------
+
+FIELD_RULES = """\
+plugin: calls
+rules:
+  - name: plain
+    hook: jobOrder
+    key: "[-job.priority, job.name]"
+  - name: guarded
+    hook: jobOrder
+    when: "has(job.priority)"
+    key: "[job.elasticState]"
+  - name: whole-job
+    hook: jobOrder
+    key: "[size([job])]"
+  - name: vocabulary
+    hook: jobOrder
+    key: "[size(capacity.jobOverCapacity(cluster, job))]"
+"""
+
+
+def test_a_rule_records_the_plain_fields_it_reads_when_they_are_all_it_reads(tmp_path: Path) -> None:
+    bundle = load([_plugin(tmp_path, FIELD_RULES)])
+    reads = {r.name: r.field_reads for r in bundle.plugins["calls"].rules}
+    assert reads == {"plain": (("job", "name"), ("job", "priority")), "guarded": (("job", "elastic"), ("job", "priority")),
+                     "whole-job": None, "vocabulary": None}
+
+
+def _jobs_of_priorities(priorities: list[int]) -> Session:
+    jobs = [job(f"j{i}", "q0", priority=p) for i, p in enumerate(priorities)]
+    return open_session(scenario([node("n0")], jobs).snapshot(), SchedulerConfig(), default_bundle())
+
+
+def test_job_keys_remembered_by_field_values_are_the_rules_keys() -> None:
+    priorities = [50, 10, 50, 90, 10, 50]
+    ssn = _jobs_of_priorities(priorities)
+    assert ssn._job_key_attrs == ("elastic", "priority")
+    keys = {uid: ssn.job_key(j) for uid, j in ssn.cluster.jobs.items()}
+    assert len(ssn._job_keys_by_fields) == 3                  # one per distinct priority
+    fresh = _jobs_of_priorities(priorities)
+    fresh._job_key_attrs = None                               # every key from the rules themselves
+    assert keys == {uid: fresh.job_key(j) for uid, j in fresh.cluster.jobs.items()}
+
+
+def test_a_job_key_rule_that_fails_records_its_error_for_every_job(tmp_path: Path) -> None:
+    failing = ("plugin: calls\nenable: always\nrules:\n  - name: broken\n    hook: jobOrder\n"
+               "    key: \"[100 / (job.priority - 50)]\"\n")
+    bundle = load([str(default_policies()), _plugin(tmp_path, failing)])
+    jobs = [job(f"j{i}", "q0", priority=50) for i in range(3)]
+    ssn = open_session(scenario([node("n0")], jobs).snapshot(), SchedulerConfig(), bundle)
+    assert ssn._job_key_attrs == ("elastic", "priority")
+    keys = [ssn.job_key(j) for j in ssn.cluster.jobs.values()]
+    assert all(ssn.key_failed(k) for k in keys)
+    assert [e.rule for e in ssn.errors] == ["calls/broken"] * 3   # none shared: each job's own error
+    assert not ssn._job_keys_by_fields
