@@ -46,13 +46,6 @@ class NodeVector:
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        table = self.table
-        if self.every and not table._dirty:
-            # the column's live read-only view, when it has one and no row waits for a refresh
-            arr = table._read_only.get(attr)
-            if arr is not None:
-                setattr(self, attr, arr)
-                return arr
         if self.every:
             # the live column itself, read-only: the view is dropped before any node changes
             arr = self.table.read_only(attr)
@@ -163,8 +156,10 @@ class NodeTable:
 
     def read_only(self, attr: str) -> np.ndarray:
         """The live column as a read-only array (one per column: it sees every refresh)."""
-        col = self.column(attr)
         view = self._read_only.get(attr)
+        if view is not None and not self._dirty:
+            return view     # made before, and no row waits for a refresh
+        col = self.column(attr)
         if view is None:
             view = self._read_only[attr] = col.view()
             view.flags.writeable = False

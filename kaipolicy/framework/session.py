@@ -151,11 +151,12 @@ class Session:
         # Job keys can be remembered per job state unless a job-order rule consults the session.
         self._job_keys_pure = all("cluster" not in r.reads for r in self.hooks["jobOrder"])
         # ... and by the values of the job's fields they read, when plain fields of the job are
-        # all they read (no shadow rule runs: its key would be set aside unseen)
+        # all they read (which rules out the session too; no shadow rule runs: its key would be
+        # set aside unseen)
         reads = [r.field_reads for r in self.hooks["jobOrder"]]
         self._job_key_attrs = (
             tuple(sorted({attr for pairs in reads if pairs is not None for _, attr in pairs}))
-            if self._job_keys_pure and not self.shadow["jobOrder"]
+            if not self.shadow["jobOrder"]
             and all(pairs is not None and all(var == "job" for var, _ in pairs) for pairs in reads)
             else None)
         # Queue keys can be remembered by queue allocation, request and victims when the one
