@@ -45,6 +45,7 @@ SHORTCUTS = {
     "the last job to take part takes its turn at once": (solve, "LAST_TURN_AT_ONCE"),
     "a streak of pops from one leaf queue made without re-ordering": (solve, "STREAKS_POPPED_AT_ONCE"),
     "a pop after one from the same leaf asks only the comparisons on that leaf's path": (solve, "PATH_POPS"),
+    "jobs that take no part, next in the leaf just popped, passed over in one pass": (solve, "RUNS_PASSED_OVER"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),

@@ -10,12 +10,13 @@ accept the scenario, and the solution of the whole job is the Statement left app
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from kaipolicy import timelimit
+from kaipolicy.actions.heap import SortedByKey
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _QueueNode
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver import placing
@@ -54,6 +55,11 @@ STREAKS_POPPED_AT_ONCE = True
 #: heaps on the leaf's path would make (False: the full walk from the roots; the tests compare
 #: both). See _KeyedOrder._path_leaf.
 PATH_POPS = True
+
+#: After a pop of a job that takes no part, the jobs next in the same leaf that surely come out
+#: next and take no part either are popped in one pass, without a turn each in the simulation's
+#: loop (False: one turn per pop; the tests compare both). See _KeyedOrder.pass_over.
+RUNS_PASSED_OVER = True
 
 
 @dataclass
@@ -293,6 +299,8 @@ def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, 
                 order.placements += 1
                 allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
             else:
+                if RUNS_PASSED_OVER:
+                    order.pass_over(jobs)
                 continue
             if placed and unplaced and solver.refusals is not None \
                     and solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
@@ -465,6 +473,67 @@ class _KeyedOrder(JobsByQueue):
             node.needs_reorder = False
             heap = node.children
         return leaf
+
+    def pass_over(self, taking_part: Collection[str]) -> None:
+        """Pop, right after `pop` gave a job that takes no part in the simulation, the jobs that
+        come out next from the same leaf, for as long as none of them takes part (the caller
+        would only pass them over one by one). Nothing is placed between those pops, so each pop
+        comes from the leaf again when its next job asks what the last one asked (a streak, as
+        `_pop_in_streak` takes it) or when the comparisons `_path_leaf` makes keep the leaf on top
+        of every heap on its path; those comparisons are made here without moving anything, and
+        the first that would move a heap ends the pass, leaving that pop to `pop`. Every job
+        popped here leaves the order as `pop` would have left it."""
+        leaf = self._last_leaf
+        if leaf is None or self._last_at != self.placements or self.victims or not self.ssn.queue_keys_remembered:
+            return
+        children = leaf.children
+        if not isinstance(children, SortedByKey):
+            return
+        path: list[_QueueNode] = []
+        node: _QueueNode | None = leaf
+        while node is not None:
+            path.append(node)
+            node = node.parent
+        path.reverse()
+        items = children.items
+        while items:
+            job: Job = items[0][2]
+            if job.uid in taking_part:
+                return
+            streak = self._streak
+            if streak is None or streak[0] is not leaf or streak[1] != self.placements \
+                    or self._asks(leaf) != streak[2]:
+                if not self._stays_on_top(path):
+                    return
+                asks = self._asks(leaf)
+                keys_ok = all(n.key is None or not self.ssn.key_failed(n.key) for n in path)
+                children.pop()
+                self._after_pop(leaf)
+                self._streak = (leaf, self.placements, asks) if keys_ok and items else None
+            else:
+                children.pop()
+                self._after_pop(leaf)
+                if not items:
+                    self._streak = None
+            self.popped_uids.add(job.uid)
+
+    def _stays_on_top(self, path: list[_QueueNode]) -> bool:
+        """`_path_leaf`'s comparisons for the leaf at the end of `path` (roots first), made
+        without moving anything: True when the leaf stays on top of every heap on the path."""
+        heap = self.roots
+        for node in path:
+            if not heap.items or heap.items[0] is not node or not node.needs_reorder:
+                return False
+            heap = node.children
+        heap = self.roots
+        for node in path:
+            items = heap.items
+            if len(items) > 1:
+                j = 2 if len(items) > 2 and self._node_less(items[2], items[1]) else 1
+                if self._node_less(items[j], node):
+                    return False
+            heap = node.children
+        return True
 
     def _pop_in_streak(self) -> Job | None:
         if self._streak is None:
