@@ -4,9 +4,10 @@ reason naming the preemptor, the action and the rules that allowed it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from kaipolicy.api.job import Job
-from kaipolicy.api.queue import UNLIMITED, Queue
+from kaipolicy.api.queue import RESOURCES, UNLIMITED, Queue
 from kaipolicy.api.task import Task
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
@@ -53,7 +54,25 @@ def _reclaim_details(ssn: Session, reclaimer_queue: str, reclaimee_queue: str) -
         reclaimee = queues.get(reclaimee.parent or "")
         if reclaimer is None or reclaimee is None:
             return ""
-    return f"{_queue_details(ssn, reclaimee)}\n{_queue_details(ssn, reclaimer)}"
+    # The lines read only the two queues' allocations beyond what is fixed for the session (fair
+    # share, quota, priority): remembered by those, as every scenario of a job writes them again.
+    memo: dict[tuple[Any, ...], str] = ssn.cache.setdefault(("reclaim-details",), {})
+    key = (reclaimee.uid, reclaimer.uid, _allocated(ssn, reclaimee), _allocated(ssn, reclaimer))
+    text = memo.get(key)
+    if text is None:
+        if len(memo) >= DETAILS_KEPT:
+            memo.clear()
+        text = memo[key] = f"{_queue_details(ssn, reclaimee)}\n{_queue_details(ssn, reclaimer)}"
+    return text
+
+
+#: Queue lines of eviction messages remembered at once.
+DETAILS_KEPT = 4096
+
+
+def _allocated(ssn: Session, queue: Queue) -> tuple[float, ...]:
+    shares = ssn.queue_share(queue.uid).shares
+    return tuple(shares[r].allocated for r in RESOURCES)
 
 
 def _queue_details(ssn: Session, queue: Queue) -> str:

@@ -496,26 +496,40 @@ class _KeyedOrder(JobsByQueue):
             node = node.parent
         path.reverse()
         items = children.items
+        request = self.ssn.job_request
+        popped = self.popped_uids
         while items:
             job: Job = items[0][2]
             if job.uid in taking_part:
                 return
             streak = self._streak
-            if streak is None or streak[0] is not leaf or streak[1] != self.placements \
-                    or self._asks(leaf) != streak[2]:
-                if not self._stays_on_top(path):
-                    return
-                asks = self._asks(leaf)
-                keys_ok = all(n.key is None or not self.ssn.key_failed(n.key) for n in path)
-                children.pop()
-                self._after_pop(leaf)
-                self._streak = (leaf, self.placements, asks) if keys_ok and items else None
-            else:
-                children.pop()
-                self._after_pop(leaf)
-                if not items:
-                    self._streak = None
-            self.popped_uids.add(job.uid)
+            if streak is not None and streak[0] is leaf and streak[1] == self.placements:
+                # the streak's pops, all at once: the jobs from the head on that ask what it asks
+                asks = streak[2]
+                run = 0
+                for entry in items:
+                    other: Job = entry[2]
+                    if other.uid in taking_part:
+                        break
+                    req = request(other)
+                    if (req["cpu"], req["memory"], req["gpu"]) != asks:
+                        break
+                    run += 1
+                if run:
+                    popped.update([entry[2].uid for entry in items[:run]])
+                    del items[:run]
+                    self._after_pop(leaf)
+                    if not items:
+                        self._streak = None
+                    continue
+            if not self._stays_on_top(path):
+                return
+            asks = self._asks(leaf)
+            keys_ok = all(n.key is None or not self.ssn.key_failed(n.key) for n in path)
+            children.pop()
+            self._after_pop(leaf)
+            self._streak = (leaf, self.placements, asks) if keys_ok and items else None
+            popped.add(job.uid)
 
     def _stays_on_top(self, path: list[_QueueNode]) -> bool:
         """`_path_leaf`'s comparisons for the leaf at the end of `path` (roots first), made

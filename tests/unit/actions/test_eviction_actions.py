@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kaipolicy.actions.solver.evict import eviction_message
+from kaipolicy.cycle import open_session
+from kaipolicy.framework.config import SchedulerConfig
 from kaipolicy.simulate import simulate
 from tests.scenarios.shared import default_bundle
 from tests.unit.helpers import job, node, scenario
@@ -51,6 +54,22 @@ def test_every_reclaim_eviction_names_the_preemptor_the_queues_and_the_allowing_
     assert "q0 uses <GPU: 2, CPU: 2 (cores), memory: 2 (GB)> with a quota of <GPU: 0," in reason["message"]
     assert "proportion/reclaim-within-fair-share" in reason["rules"]
     assert "minruntime/reclaim-min-runtime" in reason["rules"]
+
+
+def test_an_eviction_message_shows_the_queues_as_they_are_when_it_is_written() -> None:
+    # The queue lines are remembered by the queues' allocations: once the victim queue gives up a
+    # pod, the next message shows the smaller allocation, as writing it afresh does.
+    ssn = open_session(reclaim_cluster().snapshot(), SchedulerConfig(), default_bundle())
+    want = ssn.cluster.jobs["want"]
+    first, second = (next(iter(ssn.cluster.jobs[n].tasks.values())) for n in ("r0", "r1"))
+    before = eviction_message(ssn, "reclaim", first, want)
+    assert eviction_message(ssn, "reclaim", first, want) == before
+    ssn.statement().evict(first, before, {})
+    after = eviction_message(ssn, "reclaim", second, want)
+    assert "q0 uses <GPU: 1, CPU: 1 (cores), memory: 1 (GB)>" in after
+    assert "q0 uses <GPU: 2, CPU: 2 (cores), memory: 2 (GB)>" in before
+    ssn.cache.clear()
+    assert eviction_message(ssn, "reclaim", second, want) == after
 
 
 def test_a_queue_already_at_its_fair_share_does_not_reclaim() -> None:
