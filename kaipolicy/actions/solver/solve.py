@@ -489,13 +489,15 @@ class _KeyedOrder(JobsByQueue):
         children = leaf.children
         if not isinstance(children, SortedByKey):
             return
+        items = children.items
+        if not items or items[0][2].uid in taking_part:
+            return
         path: list[_QueueNode] = []
         node: _QueueNode | None = leaf
         while node is not None:
             path.append(node)
             node = node.parent
         path.reverse()
-        items = children.items
         request = self.ssn.job_request
         popped = self.popped_uids
         while items:
