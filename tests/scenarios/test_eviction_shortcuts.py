@@ -46,6 +46,7 @@ SHORTCUTS = {
     "a streak of pops from one leaf queue made without re-ordering": (solve, "STREAKS_POPPED_AT_ONCE"),
     "a pop after one from the same leaf asks only the comparisons on that leaf's path": (solve, "PATH_POPS"),
     "jobs that take no part, next in the leaf just popped, passed over in one pass": (solve, "RUNS_PASSED_OVER"),
+    "where the preemptor fits after the evictions read from where it fitted before them": (solve, "FITS_FROM_BEFORE"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),

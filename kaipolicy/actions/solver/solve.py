@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kaipolicy import timelimit
 from kaipolicy.actions.heap import SortedByKey
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _QueueNode
@@ -56,6 +58,11 @@ STREAKS_POPPED_AT_ONCE = True
 #: both). See _KeyedOrder._path_leaf.
 PATH_POPS = True
 
+#: Whether the preemptor fits right after a scenario's evictions is read from where its pods fitted
+#: before them, asking only the nodes the evictions touched (False: a fit mask over every node;
+#: the tests compare both). See JobSolver.fitting_before.
+FITS_FROM_BEFORE = True
+
 #: After a pop of a job that takes no part, the jobs next in the same leaf that surely come out
 #: next and take no part either are popped in one pass, without a turn each in the simulation's
 #: loop (False: one turn per pop; the tests compare both). See _KeyedOrder.pass_over.
@@ -91,6 +98,7 @@ class JobSolver:
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending_order: SortedJobs | None = None
         self._node_list: tuple[tuple[str, ...], list[Node]] = ((), [])
+        self.fitting_before: dict[Request, set[str]] | None = None   # see note_fitting_before
 
     def node_list(self, feasible: dict[str, Node]) -> list[Node]:
         """The feasible nodes as a list, the same list while they stay the same nodes: the node
@@ -153,6 +161,7 @@ class JobSolver:
         for t in recorded_tasks:
             if t.node in ssn.cluster.nodes:
                 feasible[t.node] = ssn.cluster.nodes[t.node]
+        self.fitting_before = None
         with _memo_of(ssn, partial.uid):
             request = dict(init_request_quantities(ssn, partial))
             scenario = Scenario(self.action, ssn.cluster.jobs, partial, request, recorded_jobs, self.start_shares)
@@ -170,6 +179,23 @@ class JobSolver:
             finally:
                 ssn.tally["filtered", self.action] += builder.filtered
         return None
+
+
+    def note_fitting_before(self, preemptor: Job) -> None:
+        """Where each pod of the partial job fits (idle or releasing resources), by node name, as
+        the cluster is before a scenario's evictions: the same before every scenario of the
+        partial job, since each is rolled back exactly. Asked once per partial job, at the start
+        of its first scenario."""
+        if not FITS_FROM_BEFORE or self.fitting_before is not None:
+            return
+        ssn = self.ssn
+        table = ssn.table
+        whole = table.whole()
+        fitting: dict[Request, set[str]] = {}
+        for t in tasks_to_allocate(ssn, preemptor, False):
+            if t.request not in fitting:
+                fitting[t.request] = {table.nodes[i].name for i in np.flatnonzero(fits_mask(whole, t, True)).tolist()}
+        self.fitting_before = fitting
 
 
 @contextmanager
@@ -190,6 +216,7 @@ def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, No
     ssn = solver.ssn
     stmt = ssn.statement()
     preemptor = scenario.preemptor
+    solver.note_fitting_before(preemptor)
     try:
         evict_all(ssn, stmt, scenario.recorded_tasks, preemptor, solver.action, solver.rules)
         latest = scenario.latest_potential_victim
@@ -230,7 +257,7 @@ def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: 
     """None when the partial job does not fit; otherwise the (validated or refused) solution.
     With `provable`, a refusal proven before the simulation ends it as the validator would."""
     nodes = solver.node_list(feasible)
-    if _preemptor_cannot_fit(solver.ssn, scenario.preemptor, nodes, victim_tasks):
+    if _preemptor_cannot_fit(solver, scenario.preemptor, nodes, victim_tasks, feasible):
         return None
     if provable and solver.refusals is not None and solver.refusals.refuses(scenario, nodes, victim_tasks):
         stmt.discard()
@@ -345,15 +372,31 @@ def _last_turn(order: _KeyedOrder, jobs: dict[str, Job], unplaced: set[str]) -> 
     return jobs[uid] if order.holds(uid) else None
 
 
-def _preemptor_cannot_fit(ssn: Session, preemptor: Job, nodes: list[Node], victim_tasks: list[Task]) -> bool:
+def _preemptor_cannot_fit(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_tasks: list[Task],
+                          feasible: dict[str, Node]) -> bool:
     """A pod of the pending job fits no node right after the evictions, so the simulation fails
     at the job's turn: the jobs placed before it only take room (whatever the order), so the pod
     cannot fit then either, and the order need not be built. Not used when a victim job also
-    has pending pods: its failed re-placement in the simulation records fit errors its owner reads."""
+    has pending pods: its failed re-placement in the simulation records fit errors its owner reads.
+
+    A node the evictions did not touch is as it was before them, so a pod fits there exactly
+    where it fitted then (`fitting_before`); only the touched nodes are asked again."""
+    ssn = solver.ssn
     if victim_pending(ssn, victim_tasks):
         return False
-    view = ssn.table.view(nodes)
-    return any(not fits_mask(view, t, with_releasing=True).any() for t in tasks_to_allocate(ssn, preemptor, False))
+    tasks = tasks_to_allocate(ssn, preemptor, False)
+    before = solver.fitting_before
+    if before is None or any(t.request not in before for t in tasks):
+        view = ssn.table.view(nodes)
+        return any(not fits_mask(view, t, with_releasing=True).any() for t in tasks)
+    touched = {t.node for t in victim_tasks}
+    for t in tasks:
+        if any(name in feasible and name not in touched for name in before[t.request]):
+            continue
+        if any(name in feasible and feasible[name].fits_idle_or_releasing(t) for name in touched):
+            continue
+        return True
+    return False
 
 
 def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request]) -> bool:
