@@ -116,13 +116,17 @@ ORDER_KEYS_KEPT = 100_000
 
 
 def queue_order_key_unmemoised(shares: Shares, qs: QueueShare, job_request: Vec | None,
-                               victims: Vec | None) -> list[object]:
-    """`queue_order_key` without its memo, for a caller that remembers keys by the same inputs."""
+                               victims: Vec | None, allocated: Vec | None = None) -> list[object]:
+    """`queue_order_key` without its memo, for a caller that remembers keys by the same inputs.
+    `allocated`: the key the queue would have with that allocation instead of its own. Every
+    element but the last never decreases as the allocation grows (a queue is only ever judged
+    worse for holding more)."""
     over_used, starved, zero_share_violation = True, True, False
     with_extra = plain = 0.0
     fixed, dominance = _fixed_parts(shares, qs)
     for r, sh, fair, deserved, cap_raw, cap in fixed:
-        alloc = float(sh.allocated)
+        held = sh.allocated if allocated is None else allocated[r]
+        alloc = float(held)
         requested = job_request[r] if job_request else 0.0
         with_job = alloc + requested
         over_used = over_used and fair < alloc
@@ -130,8 +134,8 @@ def queue_order_key_unmemoised(shares: Shares, qs: QueueShare, job_request: Vec 
         zero_share_violation = zero_share_violation or (cap_raw == 0 and with_job > 0)
         extra = requested - (victims[r] if victims else 0.0)
         # the dominant share with the job (less the victims) and without it
-        with_extra = max(with_extra, _share_of(sh.allocated + extra, cap))
-        plain = max(plain, _share_of(sh.allocated + 0.0, cap))
+        with_extra = max(with_extra, _share_of(held + extra, cap))
+        plain = max(plain, _share_of(held + 0.0, cap))
     return [
         1 if over_used else 0,
         0 if starved else 1,

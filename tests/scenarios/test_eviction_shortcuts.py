@@ -47,6 +47,7 @@ SHORTCUTS = {
     "a pop after one from the same leaf asks only the comparisons on that leaf's path": (solve, "PATH_POPS"),
     "jobs that take no part, next in the leaf just popped, passed over in one pass": (solve, "RUNS_PASSED_OVER"),
     "where the preemptor fits after the evictions read from where it fitted before them": (solve, "FITS_FROM_BEFORE"),
+    "the turns of a simulation read from the queue keys where they settle them": (solve, "TURNS_FROM_KEYS"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),
@@ -151,6 +152,15 @@ def test_clusters_under_reclaim_pressure_are_where_refusals_get_proven() -> None
         cut_short += res.last.tally["cut short", "reclaim"] > 0
         before_placing += res.last.tally["cut short before placing", "reclaim"] > 0
     assert proven >= 3 and cut_short >= 3 and before_placing >= 3
+
+
+def test_random_clusters_are_where_turns_get_read_from_the_keys() -> None:
+    # the comparisons above mean something for TURNS_FROM_KEYS only if it decides turns there
+    settled = 0
+    for seed in PRESSURE[:100]:
+        res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
+        settled += sum(n for (what, _), n in res.last.tally.items() if what == "turns from keys") > 0
+    assert settled >= 3
 
 
 def _bench_shapes() -> Any:

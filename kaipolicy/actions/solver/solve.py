@@ -29,8 +29,11 @@ from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, V
 from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
-from kaipolicy.api.resources import Request
+from kaipolicy.api.queue import RESOURCES
+from kaipolicy.api.resources import Request, RequestType
 from kaipolicy.api.task import Status, Task
+from kaipolicy.builtins import capacity
+from kaipolicy.builtins.fairshare import request_quantities
 from kaipolicy.errors import StatementError
 from kaipolicy.framework.fits import fits_mask
 from kaipolicy.framework.outcome import Outcome
@@ -62,6 +65,12 @@ PATH_POPS = True
 #: before them, asking only the nodes the evictions touched (False: a fit mask over every node;
 #: the tests compare both). See JobSolver.fitting_before.
 FITS_FROM_BEFORE = True
+
+#: When every victim job of a simulation sits at the head of one leaf queue, a sibling of the
+#: preemptor's, and that queue's key stays below the preemptor's queue's key at every victim's turn
+#: (bounded from above by what the victims before it can take back), the turns are taken in that
+#: order without popping the order (False: always pop; the tests compare both). See _turns_by_keys.
+TURNS_FROM_KEYS = True
 
 #: After a pop of a job that takes no part, the jobs next in the same leaf that surely come out
 #: next and take no part either are popped in one pass, without a turn each in the simulation's
@@ -310,8 +319,14 @@ def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, 
         # Once the preemptor and every victim job have had their turn, the jobs left only take part
         # in the ordering: popping them would change nothing.
         unplaced = set(jobs)
+        turns = _turns_by_keys(ssn, order, preemptor, jobs) if TURNS_FROM_KEYS else None
+        if turns is not None:
+            ssn.tally["turns from keys", ssn.action] += 1
         while (unplaced or not STOP_AFTER_LAST_TURN) and not order.empty():
-            job = _last_turn(order, jobs, unplaced) or order.pop()
+            if turns is not None:
+                job = turns.pop(0) if turns else None
+            else:
+                job = _last_turn(order, jobs, unplaced) or order.pop()
             if job is None:
                 break
             unplaced.discard(job.uid)
@@ -335,6 +350,62 @@ def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, 
         return placed
     finally:
         order.dispose()   # its reference cycles would wait for the paused collector
+
+
+def _turns_by_keys(ssn: Session, order: _KeyedOrder, preemptor: Job, jobs: dict[str, Job]) -> list[Job] | None:
+    """The jobs taking part, in the order their turns come, when keys alone settle it; else None.
+
+    Settled when the victim jobs are the first jobs of one leaf queue V, V and the preemptor's
+    queue P are siblings (or both roots), queue keys are the proportion built-in's, and at each
+    victim's turn V's key is below P's key with the preemptor at its head in the elements before
+    the last (plain numbers, compared in order). Until the preemptor's turn only victims are
+    placed, so P's key is as it is now, and V holds at most what it holds now plus what the
+    victims before can take back: every element but the last never decreases with the
+    allocation, so a key taken at that bound bounds V's. Then whenever the preemptor heads P,
+    V is lower while a victim heads it: at that level the heap's top is never above any other
+    node in those elements (each parent is not above its children), so V's victims all come out
+    before the preemptor, in V's order, and the jobs popped between take no part."""
+    if not (STOP_AFTER_LAST_TURN and ssn.queue_keys_remembered) or not order.holds(preemptor.uid):
+        return None
+    victims = [j for uid, j in jobs.items() if uid != preemptor.uid]
+    names = {j.queue for j in victims}
+    if len(names) != 1:
+        return None
+    queues = ssn.cluster.queues
+    v_queue, p_queue = queues.get(next(iter(names))), queues.get(preemptor.queue)
+    if v_queue is None or p_queue is None or v_queue is p_queue or (v_queue.parent or "") != (p_queue.parent or ""):
+        return None
+    leaf = order.nodes.get(v_queue.uid)
+    if leaf is None or not leaf.leaf or not isinstance(leaf.children, SortedByKey):
+        return None
+    items = leaf.children.items
+    ahead = [entry[2] for entry in items[:len(victims)]]
+    if {j.uid for j in ahead} != {j.uid for j in victims}:
+        return None
+    shares = ssn.shares
+    v_share, p_share = shares.queues.get(v_queue.uid), shares.queues.get(p_queue.uid)
+    if v_share is None or p_share is None:
+        return None
+    try:
+        limit = capacity.queue_order_key_unmemoised(shares, p_share, ssn.job_request(preemptor), None)[:-1]
+        held = {r: float(v_share.shares[r].allocated) for r in RESOURCES}
+        for job in ahead:
+            # a margin over the sum, for the order the additions are made in
+            bound = {r: held[r] + abs(held[r]) * 1e-9 + 1e-6 for r in RESOURCES}
+            key = capacity.queue_order_key_unmemoised(shares, v_share, ssn.job_request(job), None, bound)[:-1]
+            if not key < limit:
+                return None
+            for t in tasks_to_allocate(ssn, job, False):
+                if t.request.kind == RequestType.GPU_MEMORY:
+                    return None   # its grant's share of a device depends on the node
+                most = request_quantities(t.request)
+                if t.accepted is not None:
+                    most = {r: max(most[r], v) for r, v in request_quantities(t.accepted).items()}
+                for r in RESOURCES:
+                    held[r] += most[r]
+    except Exception:  # noqa: BLE001 - the built-in's own failure is left to the order's keys
+        return None
+    return [*ahead, preemptor]
 
 
 def _refused_before_placing(solver: JobSolver, scenario: Scenario, nodes: list[Node], victims: list[Task],
