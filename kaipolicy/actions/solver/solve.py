@@ -312,17 +312,18 @@ def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, 
     # since (a solution was committed, a simulation moved them) are sorted in again
     order = _KeyedOrder(ssn, solver.job_keys)
     try:
-        changed = order.add_sorted(solver.pending_order(), set(jobs))
-        order.add([*(j for j in changed if j.has_pending), *jobs.values()], JobFilter())
+        turns = _turns_by_keys(solver, order, preemptor, jobs) if TURNS_FROM_KEYS else None
+        if turns is None:
+            changed = order.add_sorted(solver.pending_order(), set(jobs))
+            order.add([*(j for j in changed if j.has_pending), *jobs.values()], JobFilter())
+        else:
+            ssn.tally["turns from keys", ssn.action] += 1
         placed = False
         hopeless: set[Request] = set()
         # Once the preemptor and every victim job have had their turn, the jobs left only take part
         # in the ordering: popping them would change nothing.
         unplaced = set(jobs)
-        turns = _turns_by_keys(ssn, order, preemptor, jobs) if TURNS_FROM_KEYS else None
-        if turns is not None:
-            ssn.tally["turns from keys", ssn.action] += 1
-        while (unplaced or not STOP_AFTER_LAST_TURN) and not order.empty():
+        while (unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty()):
             if turns is not None:
                 job = turns.pop(0) if turns else None
             else:
@@ -352,20 +353,26 @@ def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, 
         order.dispose()   # its reference cycles would wait for the paused collector
 
 
-def _turns_by_keys(ssn: Session, order: _KeyedOrder, preemptor: Job, jobs: dict[str, Job]) -> list[Job] | None:
-    """The jobs taking part, in the order their turns come, when keys alone settle it; else None.
+def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job, jobs: dict[str, Job]) -> list[Job] | None:
+    """The jobs taking part, in the order their turns come, when keys alone settle it (the order
+    is then not loaded); else None, with the participants' keys handed to `order` to load.
 
-    Settled when the victim jobs are the first jobs of one leaf queue V, V and the preemptor's
-    queue P are siblings (or both roots), queue keys are the proportion built-in's, and at each
-    victim's turn V's key is below P's key with the preemptor at its head in the elements before
-    the last (plain numbers, compared in order). Until the preemptor's turn only victims are
-    placed, so P's key is as it is now, and V holds at most what it holds now plus what the
-    victims before can take back: every element but the last never decreases with the
-    allocation, so a key taken at that bound bounds V's. Then whenever the preemptor heads P,
-    V is lower while a victim heads it: at that level the heap's top is never above any other
-    node in those elements (each parent is not above its children), so V's victims all come out
-    before the preemptor, in V's order, and the jobs popped between take no part."""
-    if not (STOP_AFTER_LAST_TURN and ssn.queue_keys_remembered) or not order.holds(preemptor.uid):
+    Settled when the victim jobs would be the first jobs of one leaf queue V, V and the
+    preemptor's queue P are siblings (or both roots), queue keys are the proportion built-in's,
+    and at each victim's turn V's key is below P's key with the preemptor at its head in the
+    elements before the last (plain numbers, compared in order). Until the preemptor's turn only
+    victims are placed, so P's key is as it is now, and V holds at most what it holds now plus
+    what the victims before can take back: every element but the last never decreases with the
+    allocation, so a key taken at that bound bounds V's. Then whenever the preemptor heads P, V
+    is lower while a victim heads it: at that level the heap's top is never above any other node
+    in those elements (each parent is not above its children), so V's victims all come out
+    before the preemptor, in V's order, and the jobs popped between take no part.
+
+    The participants' keys are asked as loading the order asks them (in input order), and only
+    when no other job would be keyed again on loading (none whose pods changed status since the
+    pending order was sorted still has pending pods)."""
+    ssn = solver.ssn
+    if not (STOP_AFTER_LAST_TURN and ssn.queue_keys_remembered):
         return None
     victims = [j for uid, j in jobs.items() if uid != preemptor.uid]
     names = {j.queue for j in victims}
@@ -373,14 +380,25 @@ def _turns_by_keys(ssn: Session, order: _KeyedOrder, preemptor: Job, jobs: dict[
         return None
     queues = ssn.cluster.queues
     v_queue, p_queue = queues.get(next(iter(names))), queues.get(preemptor.queue)
-    if v_queue is None or p_queue is None or v_queue is p_queue or (v_queue.parent or "") != (p_queue.parent or ""):
+    for q in (v_queue, p_queue):
+        if q is None or (q.parent and q.parent not in queues) or not q.is_leaf:
+            return None   # a job there would not be loaded
+    assert v_queue is not None and p_queue is not None
+    if v_queue is p_queue or (v_queue.parent or "") != (p_queue.parent or ""):
         return None
-    leaf = order.nodes.get(v_queue.uid)
-    if leaf is None or not leaf.leaf or not isinstance(leaf.children, SortedByKey):
-        return None
-    items = leaf.children.items
-    ahead = [entry[2] for entry in items[:len(victims)]]
-    if {j.uid for j in ahead} != {j.uid for j in victims}:
+    shared = solver.pending_order()
+    versions, changes = shared.versions, ssn.status_changes
+    left_out = set(jobs)
+    for uid in ssn.status_touched:
+        if uid in versions and uid not in left_out and changes.get(uid, 0) != versions[uid]:
+            if shared.jobs[uid].has_pending:
+                return None   # loading would key it again
+            left_out.add(uid)
+    keys = {j.uid: order.key_of(j) for j in sorted(jobs.values(), key=lambda j: j.order)}
+    order.preset = keys
+    ahead = sorted(victims, key=lambda j: keys[j.uid])
+    after = next((e[0] for e in shared.leaves.get(v_queue.uid, ()) if e[2].uid not in left_out), None)
+    if after is not None and not keys[ahead[-1].uid] < after:
         return None
     shares = ssn.shares
     v_share, p_share = shares.queues.get(v_queue.uid), shares.queues.get(p_queue.uid)
@@ -509,6 +527,7 @@ class _KeyedOrder(JobsByQueue):
         self._last_leaf: _QueueNode | None = None
         self._last_at = -1       # `placements` at the last pop
         self._streak: tuple[_QueueNode, int, tuple[float, float, float]] | None = None
+        self.preset: dict[str, tuple[Any, ...]] | None = None   # keys asked before loading, by uid
 
     def holds(self, uid: str) -> bool:
         """The job was loaded and not popped yet (this order has no depth cap, so a job pushed
@@ -683,6 +702,10 @@ class _KeyedOrder(JobsByQueue):
         return req["cpu"], req["memory"], req["gpu"]
 
     def key_of(self, job: Job) -> tuple[Any, ...]:
+        if self.preset is not None:
+            known = self.preset.get(job.uid)
+            if known is not None:
+                return known   # asked already, for this order (see _turns_by_keys)
         if self.ssn.cluster.jobs.get(job.uid) is not job:
             return self.ssn.job_key(job)   # the partial job: its own gang sizes, never memoised
         memo_key = (job.uid, *(t.status for t in job.tasks.values()))
