@@ -107,7 +107,9 @@ class JobSolver:
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending_order: SortedJobs | None = None
         self._node_list: tuple[tuple[str, ...], list[Node]] = ((), [])
-        self.fitting_before: dict[Request, set[str]] | None = None   # see note_fitting_before
+        # per partial job and request of its pods: the nodes it fitted before the evictions (see
+        # _preemptor_cannot_fit), and the nodes whose fit then is not known
+        self.fitting_before: dict[Request, tuple[set[str], set[str]]] = {}
 
     def node_list(self, feasible: dict[str, Node]) -> list[Node]:
         """The feasible nodes as a list, the same list while they stay the same nodes: the node
@@ -170,7 +172,7 @@ class JobSolver:
         for t in recorded_tasks:
             if t.node in ssn.cluster.nodes:
                 feasible[t.node] = ssn.cluster.nodes[t.node]
-        self.fitting_before = None
+        self.fitting_before = {}
         with _memo_of(ssn, partial.uid):
             request = dict(init_request_quantities(ssn, partial))
             scenario = Scenario(self.action, ssn.cluster.jobs, partial, request, recorded_jobs, self.start_shares)
@@ -189,22 +191,6 @@ class JobSolver:
                 ssn.tally["filtered", self.action] += builder.filtered
         return None
 
-
-    def note_fitting_before(self, preemptor: Job) -> None:
-        """Where each pod of the partial job fits (idle or releasing resources), by node name, as
-        the cluster is before a scenario's evictions: the same before every scenario of the
-        partial job, since each is rolled back exactly. Asked once per partial job, at the start
-        of its first scenario."""
-        if not FITS_FROM_BEFORE or self.fitting_before is not None:
-            return
-        ssn = self.ssn
-        table = ssn.table
-        whole = table.whole()
-        fitting: dict[Request, set[str]] = {}
-        for t in tasks_to_allocate(ssn, preemptor, False):
-            if t.request not in fitting:
-                fitting[t.request] = {table.nodes[i].name for i in np.flatnonzero(fits_mask(whole, t, True)).tolist()}
-        self.fitting_before = fitting
 
 
 @contextmanager
@@ -225,7 +211,6 @@ def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, No
     ssn = solver.ssn
     stmt = ssn.statement()
     preemptor = scenario.preemptor
-    solver.note_fitting_before(preemptor)
     try:
         evict_all(ssn, stmt, scenario.recorded_tasks, preemptor, solver.action, solver.rules)
         latest = scenario.latest_potential_victim
@@ -468,24 +453,40 @@ def _preemptor_cannot_fit(solver: JobSolver, preemptor: Job, nodes: list[Node], 
     cannot fit then either, and the order need not be built. Not used when a victim job also
     has pending pods: its failed re-placement in the simulation records fit errors its owner reads.
 
-    A node the evictions did not touch is as it was before them, so a pod fits there exactly
-    where it fitted then (`fitting_before`); only the touched nodes are asked again."""
+    A node the evictions did not touch is as it was before them (every scenario of the partial
+    job is rolled back exactly), so a pod fits there exactly where it fitted then: that is read
+    once per request, at the first scenario that asks, from the nodes that scenario left
+    untouched; only the nodes touched now, and those whose fit before is not known, are asked
+    one by one."""
     ssn = solver.ssn
     if victim_pending(ssn, victim_tasks):
         return False
     tasks = tasks_to_allocate(ssn, preemptor, False)
-    before = solver.fitting_before
-    if before is None or any(t.request not in before for t in tasks):
+    touched = {t.node for t in victim_tasks}
+    # a pod's fit reads only its request: one pod per request is asked
+    alike = {t.request: t for t in tasks}
+    if not FITS_FROM_BEFORE or len(touched) > TOUCHED_ASKED:
         view = ssn.table.view(nodes)
         return any(not fits_mask(view, t, with_releasing=True).any() for t in tasks)
-    touched = {t.node for t in victim_tasks}
-    for t in tasks:
-        if any(name in feasible and name not in touched for name in before[t.request]):
+    before = solver.fitting_before
+    for req, t in alike.items():
+        known = before.get(req)
+        if known is None:
+            table = ssn.table
+            rows = np.flatnonzero(fits_mask(table.whole(), t, with_releasing=True)).tolist()
+            known = before[req] = ({table.nodes[i].name for i in rows} - touched, set(touched))
+        fitted, unknown = known
+        if any(name in feasible and name not in touched for name in fitted):
             continue
-        if any(name in feasible and feasible[name].fits_idle_or_releasing(t) for name in touched):
+        if any(name in feasible and feasible[name].fits_idle_or_releasing(t) for name in touched | unknown):
             continue
         return True
     return False
+
+
+#: Nodes touched by a scenario's evictions past which a fit mask over every node is cheaper
+#: than asking the touched nodes one by one.
+TOUCHED_ASKED = 8
 
 
 def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request]) -> bool:

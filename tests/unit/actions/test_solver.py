@@ -132,3 +132,38 @@ def test_a_kept_leaf_order_is_the_sort_of_its_jobs_whatever_joined_left_or_chang
         want = sorted(members, key=key_of, reverse=True)
         assert [j.uid for j in got] == [j.uid for j in want]
         assert keys == {j.uid: key_of(j) for j in members}
+
+
+def test_where_the_preemptor_fits_after_evictions_is_read_as_a_fit_mask_over_every_node_reads_it() -> None:
+    # n0 has room for the pending two-GPU pod before any eviction; n1 and n2 hold one GPU each,
+    # too few even once emptied. A scenario that touches n0 first leaves n0's fit before unknown:
+    # a later scenario touching only n1 must still find that the pod fits on n0, as a mask over
+    # every node says.
+    from types import SimpleNamespace
+
+    from kaipolicy.actions.solver import solve
+    nodes = [node("n0", gpus=4), node("n1", gpus=1), node("n2", gpus=1)]
+    running = [job(f"v{i}", "q1", tasks=[{"state": "Running", "node": n}]) for i, n in enumerate(["n0", "n1", "n2"])]
+    queues = [{"name": "q0", "deserved": {"gpu": 2}}, {"name": "q1", "deserved": {"gpu": 1}}]
+    want_spec = job("want", "q0", perTask={"gpus": 2, "cpuMillis": 1000, "memoryBytes": 10**9})
+    ssn = open_session(scenario(nodes, [*running, want_spec], queues).snapshot(), SchedulerConfig(),
+                       default_bundle())
+    want = ssn.cluster.jobs["want"]
+    feasible = dict(ssn.cluster.nodes)
+    victims = {n: next(iter(ssn.cluster.jobs[f"v{i}"].tasks.values())) for i, n in enumerate(["n0", "n1", "n2"])}
+    fast = SimpleNamespace(ssn=ssn, fitting_before={})
+    for touched in (["n0"], ["n1"], ["n2", "n1"], ["n0", "n2"], ["n1"]):
+        stmt = ssn.statement()
+        tasks = [victims[n] for n in touched]
+        for t in tasks:
+            stmt.evict(t, "test", {})
+        got = solve._preemptor_cannot_fit(fast, want, ssn.node_list, tasks, feasible)
+        saved = solve.FITS_FROM_BEFORE
+        solve.FITS_FROM_BEFORE = False
+        try:
+            expected = solve._preemptor_cannot_fit(fast, want, ssn.node_list, tasks, feasible)
+        finally:
+            solve.FITS_FROM_BEFORE = saved
+        stmt.discard()
+        assert got == expected, touched
+        assert not got   # n0 takes the pod in every one of these scenarios
