@@ -167,3 +167,38 @@ def test_where_the_preemptor_fits_after_evictions_is_read_as_a_fit_mask_over_eve
         stmt.discard()
         assert got == expected, touched
         assert not got   # n0 takes the pod in every one of these scenarios
+
+
+def test_turns_are_not_read_from_the_keys_when_loading_would_key_a_changed_pending_job_again() -> None:
+    # The victims' queue "v" goes first by priority, so the keys settle the turns; but a pending
+    # gang of "v" had a pod placed since the pending order was sorted: loading the order would key
+    # it again (it could then come before the victim), so the turns are left to the order.
+    from kaipolicy.actions.solver import solve
+    from kaipolicy.actions.solver.solve import _KeyedOrder, _turns_by_keys
+    queues = [{"name": "d", "deserved": {"gpu": 8}},
+              {"name": "p", "parent": "d", "deserved": {"gpu": 4}, "priority": 50, "creationOrder": 1},
+              {"name": "v", "parent": "d", "deserved": {"gpu": 4}, "priority": 100, "creationOrder": 2}]
+    jobs = [job("victim", "v", tasks=[{"state": "Running", "node": "n0"}], createdMinutesAgo=30),
+            job("gang", "v", tasks=[{"state": "Pending"}, {"state": "Pending"}], minAvailable=1, createdMinutesAgo=20),
+            job("want", "p", createdMinutesAgo=10)]
+    ssn = open_session(scenario([node("n0", gpus=1), node("n1", gpus=1)], jobs, queues).snapshot(),
+                       SchedulerConfig(), default_bundle())
+    ssn.action = "reclaim"
+    want, victim, gang = (ssn.cluster.jobs[n] for n in ("want", "victim", "gang"))
+    solver = JobSolver(ssn, "reclaim", list(ssn.cluster.nodes.values()), lambda: [victim], None, "")
+    solver.pending_order()
+
+    def turns() -> list[str] | None:
+        stmt = ssn.statement()
+        stmt.evict(next(iter(victim.tasks.values())), "test", {})
+        try:
+            got = _turns_by_keys(solver, _KeyedOrder(ssn, solver.job_keys), want, {victim.uid: victim, want.uid: want})
+        finally:
+            stmt.discard()
+        return None if got is None else [j.name for j in got]
+
+    assert solve.TURNS_FROM_KEYS and turns() == ["victim", "want"]
+    placed = ssn.statement()
+    placed.allocate(next(iter(gang.tasks.values())), "n1")
+    placed.commit()
+    assert gang.has_pending and turns() is None
