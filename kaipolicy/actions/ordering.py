@@ -45,6 +45,17 @@ class SortedJobs:
     position: dict[str, int]    # per job uid: where the leaves list it
     leaf_of: dict[str, str]
 
+    def changed(self, ssn: Session, skip: set[str]) -> list[Job]:
+        """The jobs listed here, but not in `skip`, whose pods changed status since their keys
+        were taken (their keys may differ), in the order listed."""
+        changes = ssn.status_changes
+        versions = self.versions
+        # only the jobs the session saw change can have changed: the rest are as they were listed
+        changed = [self.jobs[uid] for uid in ssn.status_touched
+                   if uid in versions and uid not in skip and changes.get(uid, 0) != versions[uid]]
+        changed.sort(key=lambda j: self.position[j.uid])
+        return changed
+
 
 @dataclass(frozen=True)
 class JobFilter:
@@ -105,12 +116,7 @@ class JobsByQueue:
         whose pods changed status since (their keys may differ): those are returned, for the
         caller to add again if they still belong."""
         queues = self.ssn.cluster.queues
-        changes = self.ssn.status_changes
-        versions = jobs.versions
-        # only the jobs the session saw change can have changed: the rest are loaded as they are
-        changed = [jobs.jobs[uid] for uid in self.ssn.status_touched
-                   if uid in versions and uid not in skip and changes.get(uid, 0) != versions[uid]]
-        changed.sort(key=lambda j: jobs.position[j.uid])
+        changed = jobs.changed(self.ssn, skip)
         left_out = skip | {j.uid for j in changed}
         hit = {jobs.leaf_of[u] for u in left_out if u in jobs.leaf_of}   # leaves losing a job
         for uid, entries in jobs.leaves.items():

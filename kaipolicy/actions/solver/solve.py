@@ -372,13 +372,10 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job, jobs: 
     if v_queue is p_queue or (v_queue.parent or "") != (p_queue.parent or ""):
         return None
     shared = solver.pending_order()
-    versions, changes = shared.versions, ssn.status_changes
-    left_out = set(jobs)
-    for uid in ssn.status_touched:
-        if uid in versions and uid not in left_out and changes.get(uid, 0) != versions[uid]:
-            if shared.jobs[uid].has_pending:
-                return None   # loading would key it again
-            left_out.add(uid)
+    changed = shared.changed(ssn, set(jobs))
+    if any(j.has_pending for j in changed):
+        return None   # loading would key it again
+    left_out = {*jobs, *(j.uid for j in changed)}
     keys = {j.uid: order.key_of(j) for j in sorted(jobs.values(), key=lambda j: j.order)}
     order.preset = keys
     ahead = sorted(victims, key=lambda j: keys[j.uid])
@@ -558,13 +555,8 @@ class _KeyedOrder(JobsByQueue):
         if leaf is None:
             return None
         fresh = leaf is self._last_leaf
-        path = []
-        node: _QueueNode | None = leaf
-        while node is not None:
-            path.append(node)
-            node = node.parent
         asks = self._asks(leaf)
-        keys_ok = all(n.key is None or not self.ssn.key_failed(n.key) for n in path)
+        keys_ok = self._keys_ok(_path_of(leaf))
         job: Job = leaf.children.pop()
         self._after_pop(leaf)
         self._last_leaf = leaf
@@ -584,29 +576,42 @@ class _KeyedOrder(JobsByQueue):
         leaf = self._last_leaf
         if leaf is None or self._last_at != self.placements or not leaf.children.items:
             return None
-        path: list[_QueueNode] = []
-        node: _QueueNode | None = leaf
-        while node is not None:
-            path.append(node)
-            node = node.parent
-        path.reverse()
+        path = _path_of(leaf)
+        level = self._where_it_sinks(path)
+        if level is None:
+            return None
+        for node in path[:level]:
+            node.needs_reorder = False
+        if level == len(path):
+            return leaf
+        heap = path[level - 1].children if level else self.roots
+        heap.fix(0)          # the top sinks, with the comparisons `_next` would make
+        path[level].needs_reorder = False
+        return self._to_leaf(heap)
+
+    def _where_it_sinks(self, path: list[_QueueNode]) -> int | None:
+        """`_path_leaf`'s checks and comparisons for the leaf at the end of `path` (roots first),
+        moving nothing: None when the last pop's path does not apply (a node is not its heap's
+        top, or was not marked by that pop); else the first level where a child of the top comes
+        before it, or len(path) when the leaf stays on top of every heap on the path."""
         heap = self.roots
         for node in path:
             if not heap.items or heap.items[0] is not node or not node.needs_reorder:
                 return None
             heap = node.children
         heap = self.roots
-        for node in path:
+        for level, node in enumerate(path):
             items = heap.items
             if len(items) > 1:
                 j = 2 if len(items) > 2 and self._node_less(items[2], items[1]) else 1
                 if self._node_less(items[j], node):
-                    heap.fix(0)          # the top sinks, with the comparisons `_next` would make
-                    node.needs_reorder = False
-                    return self._to_leaf(heap)
-            node.needs_reorder = False
+                    return level
             heap = node.children
-        return leaf
+        return len(path)
+
+    def _keys_ok(self, path: list[_QueueNode]) -> bool:
+        """No queue key on the path holds a rule's error (a streak is not kept past one)."""
+        return all(n.key is None or not self.ssn.key_failed(n.key) for n in path)
 
     def pass_over(self, taking_part: Collection[str]) -> None:
         """Pop, right after `pop` gave a job that takes no part in the simulation, the jobs that
@@ -626,12 +631,7 @@ class _KeyedOrder(JobsByQueue):
         items = children.items
         if not items or items[0][2].uid in taking_part:
             return
-        path: list[_QueueNode] = []
-        node: _QueueNode | None = leaf
-        while node is not None:
-            path.append(node)
-            node = node.parent
-        path.reverse()
+        path = _path_of(leaf)
         request = self.ssn.job_request
         popped = self.popped_uids
         while items:
@@ -661,29 +661,16 @@ class _KeyedOrder(JobsByQueue):
             if not self._stays_on_top(path):
                 return
             asks = self._asks(leaf)
-            keys_ok = all(n.key is None or not self.ssn.key_failed(n.key) for n in path)
+            keys_ok = self._keys_ok(path)
             children.pop()
             self._after_pop(leaf)
             self._streak = (leaf, self.placements, asks) if keys_ok and items else None
             popped.add(job.uid)
 
     def _stays_on_top(self, path: list[_QueueNode]) -> bool:
-        """`_path_leaf`'s comparisons for the leaf at the end of `path` (roots first), made
-        without moving anything: True when the leaf stays on top of every heap on the path."""
-        heap = self.roots
-        for node in path:
-            if not heap.items or heap.items[0] is not node or not node.needs_reorder:
-                return False
-            heap = node.children
-        heap = self.roots
-        for node in path:
-            items = heap.items
-            if len(items) > 1:
-                j = 2 if len(items) > 2 and self._node_less(items[2], items[1]) else 1
-                if self._node_less(items[j], node):
-                    return False
-            heap = node.children
-        return True
+        """The leaf at the end of `path` (roots first) would come out of the next pop along its
+        path, by `_path_leaf`'s comparisons, made without moving anything."""
+        return self._where_it_sinks(path) == len(path)
 
     def _pop_in_streak(self) -> Job | None:
         if self._streak is None:
@@ -714,3 +701,14 @@ class _KeyedOrder(JobsByQueue):
         if key is None:
             key = self.memo[memo_key] = self.ssn.job_key(job)
         return key
+
+
+def _path_of(leaf: _QueueNode) -> list[_QueueNode]:
+    """The queues from a root down to `leaf`."""
+    path: list[_QueueNode] = []
+    node: _QueueNode | None = leaf
+    while node is not None:
+        path.append(node)
+        node = node.parent
+    path.reverse()
+    return path

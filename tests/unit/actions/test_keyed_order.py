@@ -5,6 +5,7 @@ same jobs, as popping them one by one does."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from typing import Any
 
 from kaipolicy.actions.ordering import JobFilter
@@ -63,13 +64,18 @@ def _turns(ssn: Session, taking_part: set[str], passing: bool) -> list[tuple[str
     return [*turns, ("passed", frozenset({str(in_passes)}))]
 
 
-def test_passing_over_a_run_leaves_every_turn_as_popping_one_by_one_does() -> None:
-    passed = 0
+def _cases() -> Iterator[tuple[int, Session, set[str]]]:
+    """Per seed: the session and a few of its pending jobs taking part."""
     for seed in range(60):
         ssn = _session(seed)
         rng = random.Random(seed)
         pending = sorted(j.uid for j in ssn.cluster.jobs.values() if j.has_pending)
-        taking_part = set(rng.sample(pending, k=min(len(pending), rng.randint(1, 4))))
+        yield seed, ssn, set(rng.sample(pending, k=min(len(pending), rng.randint(1, 4))))
+
+
+def test_passing_over_a_run_leaves_every_turn_as_popping_one_by_one_does() -> None:
+    passed = 0
+    for seed, ssn, taking_part in _cases():
         plain = _turns(ssn, taking_part, passing=False)
         fast = _turns(ssn, taking_part, passing=True)
         assert fast[:-1] == plain[:-1], seed
@@ -83,11 +89,7 @@ def test_the_pass_stops_where_the_leaf_would_no_longer_come_first() -> None:
     solve._KeyedOrder._stays_on_top = lambda self, path: True   # type: ignore[method-assign]
     try:
         differ = 0
-        for seed in range(60):
-            ssn = _session(seed)
-            rng = random.Random(seed)
-            pending = sorted(j.uid for j in ssn.cluster.jobs.values() if j.has_pending)
-            taking_part = set(rng.sample(pending, k=min(len(pending), rng.randint(1, 4))))
+        for _, ssn, taking_part in _cases():
             differ += _turns(ssn, taking_part, passing=True)[:-1] != _turns(ssn, taking_part, passing=False)[:-1]
     finally:
         solve._KeyedOrder._stays_on_top = saved   # type: ignore[method-assign]
