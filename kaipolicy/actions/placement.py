@@ -175,9 +175,9 @@ def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes
     """Positions of the allowed nodes, highest score first and equal scores by table row (node
     name), as lexsort orders them: the first `probes` picked one at a time, the rest sorted
     only if asked for. `in_row_order`: the rows are known to ascend (every node, in order)."""
-    open_ = allowed.copy()
     masked = np.where(allowed, scores, -np.inf)
     in_row_order = in_row_order or len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
+    picked: list[int] = []
     for _ in range(probes):
         pick = int(masked.argmax())     # the first of equal maxima (or the first NaN)
         best = masked[pick]
@@ -187,8 +187,10 @@ def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes
             ties = np.flatnonzero(masked == best)
             pick = int(ties[np.argmin(rows[ties])])
         masked[pick] = -np.inf
-        open_[pick] = False
+        picked.append(pick)
         yield pick
+    open_ = allowed.copy()      # (only when more are asked for: most tasks take the first)
+    open_[picked] = False
     order = np.lexsort((rows, -scores))
     yield from order[open_[order]].tolist()
 def _runner_up(ssn: Session, task: Task, job: Job, nodes: Sequence[Node], ranking: _Ranking, k: int,

@@ -48,12 +48,19 @@ class Request:
     gpus: float = field(init=False, repr=False, compare=False, default=0.0)
     gpus_quota: float = field(init=False, repr=False, compare=False, default=0.0)
     is_shared: bool = field(init=False, repr=False, compare=False, default=False)
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
         gpus = extended_gpus(self.portion, self.count)
         object.__setattr__(self, "gpus", gpus)
         object.__setattr__(self, "gpus_quota", gpus + float(sum(mig_gpu_portion(n)[0] * c for n, c in self.mig)))
         object.__setattr__(self, "is_shared", self.kind in (RequestType.FRACTION, RequestType.GPU_MEMORY))
+        # requests key the fit masks and memos of every placement: hashed once
+        object.__setattr__(self, "_hash", hash((self.cpu, self.memory, self.count, self.portion, self.gpu_memory,
+                                                self.mig, self.kind)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @staticmethod
     def build(cpu: float, memory: float, gpus: float = 0.0, gpu_memory: int = 0, devices: int | None = None,

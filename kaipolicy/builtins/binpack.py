@@ -55,4 +55,5 @@ def bounds(free: np.ndarray, nodes: tuple[np.ndarray, np.ndarray | None]) -> tup
     if rows is not None and len(rows) == 0:
         return None
     values = free if rows is None else free.take(rows)   # take: far cheaper than a boolean mask
-    return float(values.min()), float(values.max())
+    # (the ufuncs' reductions are what ndarray.min and max call, without their Python wrapper)
+    return float(np.minimum.reduce(values)), float(np.maximum.reduce(values))

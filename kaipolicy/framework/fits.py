@@ -83,7 +83,7 @@ def shared_gpus_fit(view: NodeVector, task: Task, gpus: np.ndarray) -> np.ndarra
         valid = None
     else:
         return np.zeros(len(view), dtype=bool)
-    joinable: np.ndarray = view.shared_room >= memory_of(req, view.gpu_memory)
+    joinable: np.ndarray = view.shared_room >= memory_in(view, req)
     if req.count == 1:
         # floor(gpus) + (1 if joinable) >= 1; an overcommitted node's floor(gpus) is below 0
         ok = (gpus + 1e-9 >= 1) | (joinable & (gpus + 1e-9 >= 0))
@@ -94,6 +94,26 @@ def shared_gpus_fit(view: NodeVector, task: Task, gpus: np.ndarray) -> np.ndarra
         for i in np.flatnonzero(~ok & joinable).tolist():
             ok[i] = whole[i] + view.node(i).matching_shared_groups(req) >= req.count
     return ok if valid is None else ok & valid
+
+
+#: Request sizes whose GPU memory per device over every node is kept at once.
+SIZES_KEPT = 64
+
+
+def memory_in(view: NodeVector, req: Request) -> np.ndarray:
+    """memory_of over the view's nodes (read-only). Over every node it is kept per request size:
+    a device's size never changes."""
+    if not view.every:
+        return memory_of(req, view.gpu_memory)
+    kept: dict[tuple[float, float], np.ndarray] = view.table.constant(("memory-of",), dict)
+    size = (req.gpu_memory, req.portion)
+    known = kept.get(size)
+    if known is None:
+        if len(kept) >= SIZES_KEPT:
+            kept.clear()
+        known = kept[size] = memory_of(req, view.gpu_memory)
+        known.flags.writeable = False
+    return known
 
 
 def memory_of(req: Request, gpu_memory: np.ndarray) -> np.ndarray:

@@ -133,8 +133,11 @@ class NodeTable:
     def changed_since(self, count: int) -> list[int] | None:
         """The rows marked changed since `change_count()` was `count`, each once; None when they
         are too many to recompute one by one (or the log has started over since)."""
-        if count < self._base or self.change_count() - count > PATCH_ROWS:
+        since = self.change_count() - count
+        if count < self._base or since > PATCH_ROWS:
             return None
+        if since == 1:
+            return [self._changes[-1]]     # (what most placements leave)
         return list(dict.fromkeys(self._changes[count - self._base:]))
 
     def constant(self, key: Hashable, compute: Callable[[], Any]) -> Any:

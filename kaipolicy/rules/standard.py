@@ -16,7 +16,7 @@ from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import affinity, binpack, capacity, fragmentation, gpusharing, topology
-from kaipolicy.framework.fits import fits_mask, memory_of
+from kaipolicy.framework.fits import fits_mask, memory_in
 from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.session import GpuView, Session
 from kaipolicy.framework.tasks import tasks_to_allocate
@@ -106,7 +106,7 @@ def _fits_idle_vector(task: Task, node: NodeVector) -> np.ndarray:
 
 
 def _fits_shared_group_vector(task: Task, node: NodeVector) -> np.ndarray:
-    return np.asarray(node.shared_room >= memory_of(task.request, node.gpu_memory))
+    return np.asarray(node.shared_room >= memory_in(node, task.request))
 
 
 def _node_affinity_vector(task: Task, node: NodeVector) -> np.ndarray:
