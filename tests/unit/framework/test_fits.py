@@ -90,3 +90,21 @@ def test_a_node_with_a_releasing_pod_keeps_its_idle_and_its_releasing_masks_apar
     view = ssn.table.view(ssn.node_list)
     assert fits_mask(view, task, True).tolist() == [state == "Releasing"]
     assert fits_mask(view, task, False).tolist() == [False]
+
+
+def test_the_memory_kept_per_request_size_is_each_sizes_own_and_bounded() -> None:
+    import numpy as np
+
+    from kaipolicy.api.resources import Request
+    from kaipolicy.framework import fits
+
+    ssn = session_for(3)
+    view = ssn.table.view(ssn.node_list)
+    assert view.every
+    sizes = [Request.build(100.0, 1e6, p / 200) for p in range(1, 200)] + [Request.build(100.0, 1e6, 0, 5000)]
+    for req in sizes * 2:
+        kept = fits.memory_in(view, req)
+        assert kept.tolist() == fits.memory_of(req, np.array([n.gpu_memory for n in ssn.node_list], float)).tolist()
+        assert not kept.flags.writeable
+    assert len(ssn.table.constant(("memory-of",), dict)) <= fits.SIZES_KEPT
+    assert hash(Request.build(1.0, 2.0, 0.5)) == hash(Request.build(1.0, 2.0, 0.5))
