@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 MIN_GPU_DIFF = 0.01
 _MIG_NAME = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
@@ -61,6 +62,11 @@ class Request:
 
     def __hash__(self) -> int:
         return self._hash
+
+    def __reduce__(self) -> tuple[type[Request], tuple[Any, ...]]:
+        # built again on unpickling or copying: the kept hash holds string hashes, which differ
+        # from process to process
+        return (Request, (self.cpu, self.memory, self.count, self.portion, self.gpu_memory, self.mig, self.kind))
 
     @staticmethod
     def build(cpu: float, memory: float, gpus: float = 0.0, gpu_memory: int = 0, devices: int | None = None,
