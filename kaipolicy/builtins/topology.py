@@ -116,6 +116,11 @@ def preferred_score(ssn: Any, task: Task, job: Job, node: Node) -> float:
     return 0.0
 
 
+def scores_kept(ssn: Any) -> bool:
+    """Whether the job being placed has preferred-domain scores (without them every node scores 0)."""
+    return bool(ssn.cache.get(SCORES))
+
+
 def pre_job_allocation(ssn: Any, job: Job) -> None:
     ssn.cache[SCORES] = {}
 

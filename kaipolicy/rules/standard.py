@@ -233,9 +233,10 @@ def _has_preference(job: Job) -> bool:
     return False
 
 
-def _topology_score_vector(cluster: Session, task: Task, job: Job, node: NodeVector) -> np.ndarray:
-    if not _has_preference(job):
-        return np.zeros(len(node))
+def _topology_score_vector(cluster: Session, task: Task, job: Job, node: NodeVector) -> np.ndarray | float:
+    if not topology.scores_kept(cluster) or not _has_preference(job):
+        # every node scores 0: one constant (the scoring adds a zero part to no node)
+        return 0.0
     return np.fromiter((_topology_score(cluster, task, job, n) for n in node.nodes), dtype=float, count=len(node))
 
 
