@@ -94,6 +94,13 @@ class NodeTable:
 
     def mark(self, node: Node) -> None:
         if self._views:
+            for _, view in self._views.values():
+                if view.every:
+                    # its live columns wait for a refresh now: a view held past the change reads
+                    # them again (which refreshes), never before the refresh
+                    attrs = view.__dict__
+                    for attr in self._read_only:
+                        attrs.pop(attr, None)
             self._views.clear()
         if len(self._changes) >= KEPT_CHANGES:
             # forget the log (derived arrays older than it are recomputed whole)
@@ -193,6 +200,10 @@ class NodeTable:
             known = self._lists[key] = (nodes, idx, every)
         self._refresh()
         view = NodeVector(self, known[1], known[2])
+        if view.every:
+            # the live read-only columns handed out so far, as reading each would hand it out now
+            # (the table was just refreshed): the view starts with them
+            view.__dict__.update(self._read_only)
         self._views[key] = (nodes, view)
         return view
 

@@ -46,6 +46,18 @@ def test_a_view_held_past_a_change_reads_a_new_column_fresh() -> None:
     assert fresh.idle_cpu_millis[3] == 7.0 and not fresh.idle_cpu_millis.flags.writeable
 
 
+def test_an_every_node_view_starts_with_the_live_columns_and_reads_them_fresh_past_a_change() -> None:
+    table = NodeTable(nodes())
+    first = table.view(table.nodes)
+    assert first.idle_cpu_millis[3] == 4000.0
+    second = table.view(list(table.nodes))          # made after the column was handed out
+    assert "idle_cpu_millis" in second.__dict__ and second.idle_cpu_millis is first.idle_cpu_millis
+    table.nodes[3].idle.cpu = 7.0
+    table.mark(table.nodes[3])
+    # both views were held past the change: a column each had read before is read again
+    assert first.idle_cpu_millis[3] == 7.0 and second.idle_cpu_millis[3] == 7.0
+
+
 def test_a_subset_view_has_the_columns_of_its_nodes_in_its_order() -> None:
     table = NodeTable(nodes())
     subset = [table.nodes[4], table.nodes[1]]
