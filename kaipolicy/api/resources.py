@@ -49,6 +49,8 @@ class Request:
     gpus: float = field(init=False, repr=False, compare=False, default=0.0)
     gpus_quota: float = field(init=False, repr=False, compare=False, default=0.0)
     is_shared: bool = field(init=False, repr=False, compare=False, default=False)
+    needs_gpu: bool = field(init=False, repr=False, compare=False, default=False)
+    is_empty: bool = field(init=False, repr=False, compare=False, default=False)
     _hash: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
@@ -56,6 +58,9 @@ class Request:
         object.__setattr__(self, "gpus", gpus)
         object.__setattr__(self, "gpus_quota", gpus + float(sum(mig_gpu_portion(n)[0] * c for n, c in self.mig)))
         object.__setattr__(self, "is_shared", self.kind in (RequestType.FRACTION, RequestType.GPU_MEMORY))
+        object.__setattr__(self, "needs_gpu", gpus > 0 or self.kind in (RequestType.GPU_MEMORY, RequestType.MIG))
+        object.__setattr__(self, "is_empty",
+                           self.cpu == 0 and self.memory == 0 and gpus <= MIN_GPU_DIFF and not self.mig)
         # requests key the fit masks and memos of every placement: hashed once
         object.__setattr__(self, "_hash", hash((self.cpu, self.memory, self.count, self.portion, self.gpu_memory,
                                                 self.mig, self.kind)))
@@ -88,14 +93,6 @@ class Request:
     @property
     def mig_gpus(self) -> float:
         return self.gpus_quota - self.gpus
-
-    @property
-    def needs_gpu(self) -> bool:
-        return self.gpus > 0 or self.kind in (RequestType.GPU_MEMORY, RequestType.MIG)
-
-    @property
-    def is_empty(self) -> bool:
-        return self.cpu == 0 and self.memory == 0 and self.gpus <= MIN_GPU_DIFF and not self.mig
 
     def with_portion(self, portion: float, gpu_memory: int) -> Request:
         return Request(self.cpu, self.memory, self.count, portion, gpu_memory, self.mig, self.kind)
