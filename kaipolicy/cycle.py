@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kaipolicy.actions.allocate import allocate
 from kaipolicy.actions.consolidation import consolidation
 from kaipolicy.actions.preempt import preempt
@@ -157,7 +159,9 @@ def run_cycle(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, aud
     for name in config.actions:
         if name not in ACTIONS:
             raise NotImplementedAction(f"action {name!r} cannot run: {NOT_YET.get(name, 'unknown action')}")
-    with paused_gc():
+    # the rules' arithmetic is IEEE's (x / 0.0 is inf, as in CEL): numpy's floating-point
+    # warnings are off for the whole cycle rather than per evaluation
+    with paused_gc(), np.errstate(all="ignore"):
         ssn = open_session(cluster, config, bundle, audit, vectorize)
         opened = time.perf_counter() - start
         if coverage is not None:

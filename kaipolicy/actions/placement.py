@@ -105,7 +105,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
         return False
     view = ssn.table.view(nodes)
     fits = fits_mask(view, task, with_releasing=True)
-    reasons: Counter[str] = Counter()
+    reasons: Counter[str] | None = None   # made at the first rejection (most pods take the first node)
     rejections = Rejections(ssn.audit.detail) if audit else None
     fitting = np.count_nonzero(fits)
     if fitting:
@@ -124,6 +124,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
             verdict = verdicts[i] if k >= SCALAR_PROBES else ssn.predicate_on(task, job, node)
             k += 1
             if verdict is not None:
+                reasons = reasons if reasons is not None else Counter()
                 reasons[verdict.message] += 1
                 if rejections is not None:
                     rejections.add(verdict.rule, node.name, verdict.message)
@@ -139,6 +140,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
     if not pipeline_only:
         idle = fits_mask(view, task, with_releasing=False)
         short = ~fits & ~idle
+        reasons = reasons if reasons is not None else Counter()
         for reason, count in _insufficient(view, task, short):
             reasons[reason] += count
         job.task_fit_errors[task.uid] = _summary(len(nodes), reasons)
@@ -292,12 +294,15 @@ def _insufficient(view: NodeVector, task: Task, rejected: np.ndarray) -> list[tu
             lacking[3][i] = any(free.mig.get(name, 0) < n for name, n in req.mig)
     codes = sum(flags.astype(np.int64) << bit for bit, flags in enumerate(lacking))
     codes = np.where(codes == 0, 1, codes)[rejected]     # lacking nothing reads as lacking GPUs
-    found, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    # a handful of codes (5 bits): counted by value, each found first where it first occurs
+    counts = np.bincount(codes, minlength=1 << len(_LACKING))
+    found = np.flatnonzero(counts)
+    first = [int(np.argmax(codes == code)) for code in found.tolist()]
     out = []
-    for k in np.argsort(first, kind="stable").tolist():
+    for k in sorted(range(len(found)), key=first.__getitem__):
         code = int(found[k])
         names = ", ".join(name for bit, name in enumerate(_LACKING) if code >> bit & 1)
-        out.append(("node(s) didn't have enough resources: " + names, int(counts[k])))
+        out.append(("node(s) didn't have enough resources: " + names, int(counts[code])))
     return out
 
 

@@ -26,8 +26,9 @@ def fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:
         return known[1]
     other = view.fits.get((id(req), not with_releasing))
     if other is not None and other[0] is req and _same_either_way(view, req):
-        mask = other[1]
-    elif req.mig:
+        view.fits[id(req), with_releasing] = other     # read-only already
+        return other[1]
+    if req.mig:
         mask = _fits_mask(view, task, with_releasing)
     else:
         table = view.table
@@ -47,7 +48,7 @@ def _same_either_way(view: NodeVector, req: Request) -> bool:
     if req.mig or (req.is_empty and req.kind != RequestType.GPU_MEMORY):
         return False
     quiet: np.ndarray = view.nothing_releasing
-    return bool(quiet.all())
+    return bool(np.logical_and.reduce(quiet))     # (ndarray.all's reduction, without its Python wrapper)
 
 
 def _fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:

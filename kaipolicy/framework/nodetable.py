@@ -7,6 +7,7 @@ names the scalar rules read from a `Node`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from functools import cached_property
 from typing import Any
@@ -90,6 +91,7 @@ class NodeTable:
         self._changes: list[int] = []
         self._base = 0
         self._derived: dict[Hashable, tuple[np.ndarray, int]] = {}
+        self._extremes: dict[Hashable, tuple[float, float, int, int, int]] = {}
         self._constants: dict[Hashable, Any] = {}
 
     def mark(self, node: Node) -> None:
@@ -124,6 +126,44 @@ class NodeTable:
                 values[i] = row(self.nodes[i])
         self._derived[key] = (values, self.change_count())
         return values.copy()
+
+    def extremes(self, key: Hashable, values: np.ndarray, counted: np.ndarray | None,
+                 rows: np.ndarray | None) -> tuple[float, float] | None:
+        """The least and greatest of `values` (an array over every node, current) at the counted
+        rows (`counted`, a mask, and `rows`, its positions; None: every row), or None when none
+        is counted. Kept under `key` and brought up to date on the rows changed since, which is
+        exact (a minimum and a maximum only compare); worked out whole again when a row holding
+        an extreme moved inward, on a NaN, or past many changes."""
+        kept = self._extremes.get(key)
+        changed = self.changed_since(kept[4]) if kept is not None else None
+        if kept is not None and changed is not None:
+            lo, hi, lo_row, hi_row, _ = kept
+            for i in changed:
+                if counted is not None and not counted[i]:
+                    continue
+                v = float(values[i])
+                if math.isnan(v) or (i == lo_row and v > lo) or (i == hi_row and v < hi):
+                    break
+                if v < lo:
+                    lo, lo_row = v, i
+                if v > hi:
+                    hi, hi_row = v, i
+            else:
+                self._extremes[key] = (lo, hi, lo_row, hi_row, self.change_count())
+                return lo, hi
+        taken = values if rows is None else values.take(rows)
+        if len(taken) == 0:
+            self._extremes.pop(key, None)
+            return None
+        low, high = int(np.argmin(taken)), int(np.argmax(taken))
+        lo, hi = float(taken[low]), float(taken[high])
+        if math.isnan(lo) or math.isnan(hi):
+            self._extremes.pop(key, None)   # a NaN: asked again whole each time
+            return lo, hi
+        if rows is not None:
+            low, high = int(rows[low]), int(rows[high])
+        self._extremes[key] = (lo, hi, low, high, self.change_count())
+        return lo, hi
 
     def forget(self, key: Hashable) -> None:
         """Drop a derived array (its caller will not ask for it again)."""

@@ -727,32 +727,34 @@ class GpuView:
 
 def _summed_scores(rules: Sequence[Rule], task: Task, job: Job, view: NodeVector, n: int) -> np.ndarray | None:
     """The weighted sum of the node-order rules' vector values, as node_scores adds them (the
-    same products added in the same order, so the same bits), under one numpy error state and
-    without the parts. None when a rule raises or gives an odd shape: the caller then scores
-    rule by rule, which records errors and falls back to scalar evaluation as it must."""
+    same products added in the same order, so the same bits), without the parts. None when a
+    rule raises or gives an odd shape: the caller then scores rule by rule, which records errors
+    and falls back to scalar evaluation as it must. A cycle runs under numpy's error state that
+    ignores floating-point errors (run_cycle), as the rules' IEEE semantics want; called outside
+    one, a rule's division by zero may warn, or raise under a raising state and be scored rule by
+    rule: the values are the same."""
     total = np.zeros(n)
     try:
-        with np.errstate(all="ignore"):
-            for rule in rules:
-                raw = rule.vector_raw
-                if raw is None:
-                    return None
-                value = raw(task, job, view)
-                if value is None:
-                    continue
-                arr = np.asarray(value)
-                if arr.ndim == 0:
-                    # a constant part: its product once, added to every node (0 changes nothing:
-                    # the total starts at +0.0 and a sum of doubles is never -0.0 from there)
-                    part = np.multiply(arr, rule.weight, dtype=np.float64)
-                    if part != 0.0:
-                        total += part
-                elif arr.shape != (n,):
-                    return None
-                elif rule.weight == 1.0 and arr.dtype == np.float64:
-                    total += arr
-                else:
-                    total += np.multiply(arr, rule.weight, dtype=np.float64)
+        for rule in rules:
+            raw = rule.vector_raw
+            if raw is None:
+                return None
+            value = raw(task, job, view)
+            if value is None:
+                continue
+            arr = np.asarray(value)
+            if arr.ndim == 0:
+                # a constant part: its product once, added to every node (0 changes nothing:
+                # the total starts at +0.0 and a sum of doubles is never -0.0 from there)
+                part = np.multiply(arr, rule.weight, dtype=np.float64)
+                if part != 0.0:
+                    total += part
+            elif arr.shape != (n,):
+                return None
+            elif rule.weight == 1.0 and arr.dtype == np.float64:
+                total += arr
+            else:
+                total += np.multiply(arr, rule.weight, dtype=np.float64)
     except Exception:  # noqa: BLE001 - scored again rule by rule, which records the error
         return None
     return total

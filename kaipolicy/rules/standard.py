@@ -156,10 +156,11 @@ def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.nda
     # which nodes have the resource never changes: over all nodes it is worked out once
     table = node.table
     having = table.constant(("has", alloc_col), lambda: binpack.having(getattr(node, alloc_col)))
-    span = binpack.bounds(free, having)
+    counted, rows = having
+    # the bounds binpack.bounds gives, kept between calls (the counted nodes never change)
+    span = table.extremes(("binpack-span", free_col), free, None if rows is None else counted, rows)
     if span is None:
         return np.zeros(free.shape)
-    counted = having[0]
     lo, hi = span
     # Kept while the emptiest and fullest counted nodes stay as they are: then only the nodes a
     # task landed on or left change score. Only the latest bounds' array is kept.
