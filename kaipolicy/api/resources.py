@@ -95,7 +95,21 @@ class Request:
         return self.gpus_quota - self.gpus
 
     def with_portion(self, portion: float, gpu_memory: int) -> Request:
-        return Request(self.cpu, self.memory, self.count, portion, gpu_memory, self.mig, self.kind)
+        """The request as granted on a node: a fraction resolved against its devices' memory
+        (one object per grant: requests never change, and every shared placement asks)."""
+        key = (self, portion, gpu_memory)
+        made = _GRANTS.get(key)
+        if made is None:
+            if len(_GRANTS) >= GRANTS_KEPT:
+                _GRANTS.clear()
+            made = _GRANTS[key] = Request(self.cpu, self.memory, self.count, portion, gpu_memory, self.mig,
+                                          self.kind)
+        return made
+
+
+#: Grants (a request resolved on a node) remembered at once.
+GRANTS_KEPT = 4096
+_GRANTS: dict[tuple[Request, float, int], Request] = {}
 
 
 @dataclass(slots=True)

@@ -742,11 +742,13 @@ def _summed_scores(rules: Sequence[Rule], task: Task, job: Job, view: NodeVector
             value = raw(task, job, view)
             if value is None:
                 continue
-            arr = np.asarray(value)
+            arr = value if type(value) is np.ndarray else np.asarray(value)
             if arr.ndim == 0:
                 # a constant part: its product once, added to every node (0 changes nothing:
-                # the total starts at +0.0 and a sum of doubles is never -0.0 from there)
-                part = np.multiply(arr, rule.weight, dtype=np.float64)
+                # the total starts at +0.0 and a sum of doubles is never -0.0 from there); a
+                # real number's product in Python's doubles is numpy's, bit for bit
+                part = float(arr) * rule.weight if arr.dtype.kind in "biuf" \
+                    else np.multiply(arr, rule.weight, dtype=np.float64)
                 if part != 0.0:
                     total += part
             elif arr.shape != (n,):
