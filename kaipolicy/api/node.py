@@ -56,10 +56,22 @@ class Taint:
 NODE_CONDITIONS = ("NotReady", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 
 
+#: A node's amounts as `Node.snapshot()` keeps them: cpu, memory, GPUs, pods and MIG slices (None
+#: for none), plain values rather than a Resources object (a snapshot is taken per operation and
+#: restored only on rollback).
+Amounts = tuple[float, float, float, float, "dict[str, float] | None"]
 #: What `Node.snapshot()` keeps: idle, used, releasing, tasks, shared used / releasing /
 #: allocated, shared groups marked releasing, legacy-MIG task uids.
-NodeState = tuple[Resources, Resources, Resources, dict[str, PodOnNode], dict[str, int], dict[str, int],
+NodeState = tuple[Amounts, Amounts, Amounts, dict[str, PodOnNode], dict[str, int], dict[str, int],
                   dict[str, int], set[str], set[str]]
+
+
+def _amounts(r: Resources) -> Amounts:
+    return (r.cpu, r.memory, r.gpus, r.pods, dict(r.mig) if r.mig else None)
+
+
+def _resources(a: Amounts) -> Resources:
+    return Resources(a[0], a[1], a[2], a[3], dict(a[4]) if a[4] else {})
 
 
 @dataclass(slots=True, eq=False)
@@ -335,13 +347,15 @@ class Node:
 
     def snapshot(self) -> NodeState:
         """Everything tasks change on the node, to restore exactly on rollback."""
-        return (self.idle.clone(), self.used.clone(), self.releasing.clone(), dict(self.tasks),
+        return (_amounts(self.idle), _amounts(self.used), _amounts(self.releasing), dict(self.tasks),
                 dict(self.shared_used), dict(self.shared_releasing), dict(self.shared_allocated),
                 set(self.shared_marked_releasing), set(self.legacy_mig_tasks))
 
     def restore(self, snap: NodeState) -> None:
-        (self.idle, self.used, self.releasing, self.tasks, self.shared_used, self.shared_releasing,
-         self.shared_allocated, self.shared_marked_releasing, self.legacy_mig_tasks) = snap
+        idle, used, releasing = snap[0], snap[1], snap[2]
+        self.idle, self.used, self.releasing = _resources(idle), _resources(used), _resources(releasing)
+        (self.tasks, self.shared_used, self.shared_releasing, self.shared_allocated, self.shared_marked_releasing,
+         self.legacy_mig_tasks) = snap[3:]
 
     def update_task(self, task: Task) -> None:
         self.remove_task(task)
