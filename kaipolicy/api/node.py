@@ -352,8 +352,7 @@ class Node:
                 set(self.shared_marked_releasing), set(self.legacy_mig_tasks))
 
     def restore(self, snap: NodeState) -> None:
-        idle, used, releasing = snap[0], snap[1], snap[2]
-        self.idle, self.used, self.releasing = _resources(idle), _resources(used), _resources(releasing)
+        self.idle, self.used, self.releasing = _resources(snap[0]), _resources(snap[1]), _resources(snap[2])
         (self.tasks, self.shared_used, self.shared_releasing, self.shared_allocated, self.shared_marked_releasing,
          self.legacy_mig_tasks) = snap[3:]
 

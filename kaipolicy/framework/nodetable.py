@@ -127,19 +127,21 @@ class NodeTable:
         self._derived[key] = (values, self.change_count())
         return values.copy()
 
-    def extremes(self, key: Hashable, values: np.ndarray, counted: np.ndarray | None,
-                 rows: np.ndarray | None) -> tuple[float, float] | None:
+    def extremes(self, key: Hashable, values: np.ndarray,
+                 counted: tuple[np.ndarray, np.ndarray | None]) -> tuple[float, float] | None:
         """The least and greatest of `values` (an array over every node, current) at the counted
-        rows (`counted`, a mask, and `rows`, its positions; None: every row), or None when none
-        is counted. Kept under `key` and brought up to date on the rows changed since, which is
-        exact (a minimum and a maximum only compare); worked out whole again when a row holding
-        an extreme moved inward, on a NaN, or past many changes."""
+        rows (`counted`: a mask and its positions, None when every row counts, as
+        `binpack.having` gives them), or None when none is counted. Kept under `key` and brought
+        up to date on the rows changed since, which is exact (a minimum and a maximum only
+        compare); worked out whole again when a row holding an extreme moved inward, on a NaN,
+        or past many changes."""
+        mask, rows = counted
         kept = self._extremes.get(key)
         changed = self.changed_since(kept[4]) if kept is not None else None
         if kept is not None and changed is not None:
             lo, hi, lo_row, hi_row, _ = kept
             for i in changed:
-                if counted is not None and not counted[i]:
+                if rows is not None and not mask[i]:
                     continue
                 v = float(values[i])
                 if math.isnan(v) or (i == lo_row and v > lo) or (i == hi_row and v < hi):

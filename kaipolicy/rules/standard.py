@@ -156,9 +156,9 @@ def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.nda
     # which nodes have the resource never changes: over all nodes it is worked out once
     table = node.table
     having = table.constant(("has", alloc_col), lambda: binpack.having(getattr(node, alloc_col)))
-    counted, rows = having
+    counted = having[0]
     # the bounds binpack.bounds gives, kept between calls (the counted nodes never change)
-    span = table.extremes(("binpack-span", free_col), free, None if rows is None else counted, rows)
+    span = table.extremes(("binpack-span", free_col), free, having)
     if span is None:
         return np.zeros(free.shape)
     lo, hi = span

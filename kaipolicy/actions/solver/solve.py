@@ -192,7 +192,6 @@ class JobSolver:
         return None
 
 
-
 @contextmanager
 def _memo_of(ssn: Session, uid: str) -> Iterator[None]:
     """While a partial job is simulated it owns the session's per-job memos of its uid."""

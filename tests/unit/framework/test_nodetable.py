@@ -117,8 +117,8 @@ def test_the_extremes_kept_are_the_least_and_greatest_after_any_changes(some: bo
         if k % 3 == 0:
             continue        # several changes between asks, too
         values = np.array([n.idle.cpu for n in table.nodes])
-        got = table.extremes("cpu", values, counted, rows)
+        got = table.extremes("cpu", values, (counted if counted is not None else np.ones(12, dtype=bool), rows))
         taken = values if rows is None else values[rows]
         want = (float(np.minimum.reduce(taken)), float(np.maximum.reduce(taken)))
         assert got is not None and np.array_equal(np.array(got), np.array(want), equal_nan=True), (k, got, want)
-    assert table.extremes("none", np.zeros(12), np.zeros(12, dtype=bool), np.array([], dtype=np.intp)) is None
+    assert table.extremes("none", np.zeros(12), (np.zeros(12, dtype=bool), np.array([], dtype=np.intp))) is None
