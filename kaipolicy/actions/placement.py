@@ -112,7 +112,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
         if not audit and ssn.lone_candidate_unscored and fitting == 1:
             ranking = _Ranking(iter([int(np.flatnonzero(fits)[0])]))
         else:
-            ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes), fits, view.index, SCALAR_PROBES,
+            ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes, fits), fits, view.index, SCALAR_PROBES,
                                           view.every))
         verdicts: dict[int, Outcome | None] = {}   # by position in `nodes`, once judged as a vector
         k = 0

@@ -21,10 +21,18 @@ from kaipolicy.api.resources import Request
 class NodeVector:
     """Attribute access like a Node, but every attribute is an array over the chosen nodes."""
 
-    def __init__(self, table: NodeTable, idx: np.ndarray, every: bool = False) -> None:
+    #: The nodes being scored when this view holds only some of them (`part_of`): what a
+    #: node-set-relative function (bin-packing's emptiest and fullest node) compares against.
+    #: None: the view is the whole set.
+    scope: NodeVector | None = None
+
+    def __init__(self, table: NodeTable, idx: np.ndarray, every: bool = False,
+                 kept: dict[Hashable, Any] | None = None) -> None:
         self.table = table
         self._idx = idx
         self.every = every      # idx is every table row in order: the columns are used as they are
+        # what is worked out for these very nodes and kept while the table keeps their list
+        self.kept: dict[Hashable, Any] = {} if kept is None else kept
         # fit masks computed on this view, by (request identity, with releasing): the view lives
         # only until a node changes, and placement and the fits.* rules ask for the same ones
         self.fits: dict[tuple[int, bool], tuple[Request, np.ndarray]] = {}
@@ -43,6 +51,12 @@ class NodeVector:
     def node(self, i: int) -> Node:
         """The i-th chosen node (without building the whole list)."""
         return self.table.nodes[int(self._idx[i])]
+
+    def part_of(self, rows: np.ndarray) -> NodeVector:
+        """The view's nodes at positions `rows` (ascending), scored against the whole view."""
+        part = NodeVector(self.table, self._idx[rows])
+        part.scope = self.scope if self.scope is not None else self
+        return part
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
@@ -85,7 +99,7 @@ class NodeTable:
         self._dirty: set[int] = set()
         # per node list asked for (by identity): its rows, whether it is every row in order, and
         # its view while no node changes; a few lists are kept (the solver alternates between them)
-        self._lists: dict[int, tuple[Sequence[Node], np.ndarray, bool]] = {}
+        self._lists: dict[int, tuple[Sequence[Node], np.ndarray, bool, dict[Hashable, Any]]] = {}
         self._views: dict[int, tuple[Sequence[Node], NodeVector]] = {}
         # rows marked, in order, since change number `_base`: what derived arrays catch up on
         self._changes: list[int] = []
@@ -127,16 +141,17 @@ class NodeTable:
         self._derived[key] = (values, self.change_count())
         return values.copy()
 
-    def extremes(self, key: Hashable, values: np.ndarray,
-                 counted: tuple[np.ndarray, np.ndarray | None]) -> tuple[float, float] | None:
+    def extremes(self, key: Hashable, values: np.ndarray, counted: tuple[np.ndarray, np.ndarray | None],
+                 store: dict[Hashable, Any] | None = None) -> tuple[float, float] | None:
         """The least and greatest of `values` (an array over every node, current) at the counted
         rows (`counted`: a mask and its positions, None when every row counts, as
         `binpack.having` gives them), or None when none is counted. Kept under `key` and brought
         up to date on the rows changed since, which is exact (a minimum and a maximum only
         compare); worked out whole again when a row holding an extreme moved inward, on a NaN,
-        or past many changes."""
+        or past many changes. `store`: where it is kept (the table's own store by default)."""
+        memo = self._extremes if store is None else store
         mask, rows = counted
-        kept = self._extremes.get(key)
+        kept = memo.get(key)
         changed = self.changed_since(kept[4]) if kept is not None else None
         if kept is not None and changed is not None:
             lo, hi, lo_row, hi_row, _ = kept
@@ -151,20 +166,20 @@ class NodeTable:
                 if v > hi:
                     hi, hi_row = v, i
             else:
-                self._extremes[key] = (lo, hi, lo_row, hi_row, self.change_count())
+                memo[key] = (lo, hi, lo_row, hi_row, self.change_count())
                 return lo, hi
         taken = values if rows is None else values.take(rows)
         if len(taken) == 0:
-            self._extremes.pop(key, None)
+            memo.pop(key, None)
             return None
         low, high = int(np.argmin(taken)), int(np.argmax(taken))
         lo, hi = float(taken[low]), float(taken[high])
         if math.isnan(lo) or math.isnan(hi):
-            self._extremes.pop(key, None)   # a NaN: asked again whole each time
+            memo.pop(key, None)   # a NaN: asked again whole each time
             return lo, hi
         if rows is not None:
             low, high = int(rows[low]), int(rows[high])
-        self._extremes[key] = (lo, hi, low, high, self.change_count())
+        memo[key] = (lo, hi, low, high, self.change_count())
         return lo, hi
 
     def forget(self, key: Hashable) -> None:
@@ -239,9 +254,9 @@ class NodeTable:
             every = len(idx) == len(self.nodes) and bool((idx == np.arange(len(idx))).all())
             if len(self._lists) >= KEPT_LISTS:
                 self._lists.clear()
-            known = self._lists[key] = (nodes, idx, every)
+            known = self._lists[key] = (nodes, idx, every, {})
         self._refresh()
-        view = NodeVector(self, known[1], known[2])
+        view = NodeVector(self, known[1], known[2], known[3])
         if view.every:
             # the live read-only columns handed out so far, as reading each would hand it out now
             # (the table was just refreshed): the view starts with them

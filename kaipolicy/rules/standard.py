@@ -16,6 +16,7 @@ from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import affinity, binpack, capacity, fragmentation, gpusharing, topology
+from kaipolicy.framework import binpacking
 from kaipolicy.framework.fits import fits_mask, memory_in
 from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.session import GpuView, Session
@@ -149,28 +150,7 @@ def _binpack(cluster: Session, node: Node, resource: str) -> float:
 
 
 def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.ndarray:
-    free_col, alloc_col = _pack_columns(resource)
-    free = np.asarray(getattr(node, free_col), dtype=float)
-    if not node.every:
-        return binpack.scores(free, np.asarray(getattr(node, alloc_col), dtype=float))
-    # which nodes have the resource never changes: over all nodes it is worked out once
-    table = node.table
-    having = table.constant(("has", alloc_col), lambda: binpack.having(getattr(node, alloc_col)))
-    counted = having[0]
-    # the bounds binpack.bounds gives, kept between calls (the counted nodes never change)
-    span = table.extremes(("binpack-span", free_col), free, having)
-    if span is None:
-        return np.zeros(free.shape)
-    lo, hi = span
-    # Kept while the emptiest and fullest counted nodes stay as they are: then only the nodes a
-    # task landed on or left change score. Only the latest bounds' array is kept.
-    key = ("binpack", resource, lo, hi)
-    last = table.constant(("binpack-bounds", resource), dict)
-    if last.get("key") not in (None, key):
-        table.forget(last["key"])
-    last["key"] = key
-    return table.derived(key, lambda: binpack.scores(free, getattr(node, alloc_col), having, span),
-                         lambda n: binpack.score_of(getattr(n, free_col), bool(counted[n.index]), lo, hi))
+    return binpacking.over_view(node, *_pack_columns(resource), resource)
 
 
 def _spread(free: Any, total: Any) -> Any:

@@ -1,8 +1,10 @@
-"""Node scores summed in one pass give the very bits of the rule-by-rule sum; a rule that raises
-sends the scoring back to the rule-by-rule path, which records the error on the nodes it fails on."""
+"""Node scores summed in one pass give the very bits of the rule-by-rule sum; scoring only the
+nodes a caller reads gives them the very bits they have among all; a rule that raises sends the
+scoring back to the rule-by-rule path, which records the error on the nodes it fails on."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +13,14 @@ import pytest
 
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.cycle import open_session
+from kaipolicy.framework import session
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
 from kaipolicy.framework.session import Session
 from kaipolicy.rules import load_bundle
 from kaipolicy.rules.standard import VOCABULARY
 from tests.fuzz.generate import scenario as fuzz_scenario
+from tests.fuzz.reclaim_pressure import scenario as pressure_scenario
 from tests.scenarios.shared import default_bundle
 from tests.unit.helpers import job, node, scenario
 
@@ -76,6 +80,52 @@ def test_summed_scores_are_the_rule_by_rule_sum_bit_for_bit(seed: int, weighted:
     for summed, by_rule in pairs:
         assert summed.dtype == by_rule.dtype == np.float64
         assert np.array_equal(summed.view(np.int64), by_rule.view(np.int64))
+
+
+@pytest.mark.parametrize("start", range(0, 100, 25))
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_nodes_read_score_alone_as_they_score_among_all(start: int, weighted: bool, weighted_bundle: Any) -> None:
+    """Bin-packing compares each node with the emptiest and fullest of the whole set (every node,
+    or some of them), so it is the case that must keep its bits when only a few nodes are scored."""
+    bundle = weighted_bundle if weighted else default_bundle()
+    compared = 0
+    for seed in range(start, start + 25):
+        scn = scenario_from_doc(pressure_scenario(seed), f"<pressure {seed}>")
+        params = Params.from_scenario(scn.params, scn.stale_grace_seconds)
+        ssn = open_session(scn.snapshot(), config_from(scn.config, actions=scn.actions, params=params), bundle)
+        assert ssn._lone_unscored     # every node-order rule is total: the nodes left out could record nothing
+        rng = random.Random(seed)
+        some = [n for n in ssn.node_list if rng.random() < 0.7]
+        for nodes in (ssn.node_list, some):
+            k = int(len(nodes) * session.PART_SHARE)
+            if k == 0:
+                continue      # too few nodes to score some alone
+            for j in ssn.cluster.jobs.values():
+                for t in j.tasks.values():
+                    if not t.should_allocate(False):
+                        continue
+                    whole = ssn.node_scores(t, j, nodes)
+                    read = np.zeros(len(nodes), dtype=bool)
+                    read[rng.sample(range(len(nodes)), k)] = True
+                    part = ssn.node_scores(t, j, nodes, read)
+                    if ssn.table.view(nodes).every:
+                        # over every node the rules read kept arrays: all are scored
+                        assert np.array_equal(part.view(np.int64), whole.view(np.int64))
+                        continue
+                    assert np.array_equal(part[read].view(np.int64), whole[read].view(np.int64))
+                    assert not part[~read].any()      # only the nodes read were scored
+                    compared += 1
+    assert compared > 10
+
+
+def test_scoring_many_of_the_nodes_scores_them_all() -> None:
+    scn = scenario([node(f"n{i}", gpus=8) for i in range(5)], [job("a")])
+    ssn = open_session(scn.snapshot(), config_from(None, actions=["allocate"]), default_bundle())
+    a = ssn.cluster.jobs["a"]
+    t = next(iter(a.tasks.values()))
+    some = ssn.node_list[:4]
+    read = np.array([True, True, False, False])     # half the nodes: past the share scored alone
+    assert np.array_equal(ssn.node_scores(t, a, some, read), ssn.node_scores(t, a, some))
 
 
 def test_the_audit_log_keeps_each_rule_s_part() -> None:
