@@ -48,6 +48,7 @@ SHORTCUTS = {
     "jobs that take no part, next in the leaf just popped, passed over in one pass": (solve, "RUNS_PASSED_OVER"),
     "where the preemptor fits after the evictions read from where it fitted before them": (solve, "FITS_FROM_BEFORE"),
     "the turns of a simulation read from the queue keys where they settle them": (solve, "TURNS_FROM_KEYS"),
+    "victims of several queues in turns read from the keys": (solve, "QUEUES_INTERLEAVED"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),
@@ -177,3 +178,25 @@ def _bench_shapes() -> Any:
                                              ("reference-full-cycle", 10), ("consolidation", 10), ("preempt", 10)])
 def test_the_benchmark_shapes_decide_alike_with_the_shortcuts_off(kind: str, nodes: int) -> None:
     assert same_with_and_without_shortcuts(_bench_shapes().SHAPES[kind](nodes))
+
+
+def _openb() -> Any:
+    """bench/openb.py, whose scenario_doc turns the openb trace into a cluster."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "openb.py"
+    spec = importlib.util.spec_from_file_location("openb_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("offset", range(6))
+def test_samples_of_the_openb_trace_decide_alike_with_the_shortcuts_off(offset: int) -> None:
+    """Every 25th node and pod of the trace from `offset` on, allocated and then reclaimed: one-pod
+    jobs of four sibling queues with close shares, so a node's victims often come from several
+    queues and their turns are read from interleaving keys."""
+    openb = _openb()
+    nodes = openb.read_csv("openb_node_list_all_node.csv")
+    pods = sorted(openb.read_csv("openb_pod_list_default.csv"), key=lambda p: int(p["creation_time"]))
+    doc = openb.scenario_doc(nodes[offset::25], pods[offset::25], ["allocate", "reclaim"])
+    assert same_with_and_without_shortcuts(doc)

@@ -33,7 +33,7 @@ from kaipolicy.api.queue import RESOURCES
 from kaipolicy.api.resources import Request, RequestType
 from kaipolicy.api.task import Status, Task
 from kaipolicy.builtins import capacity
-from kaipolicy.builtins.fairshare import request_quantities
+from kaipolicy.builtins.fairshare import QueueShare, request_quantities
 from kaipolicy.errors import StatementError
 from kaipolicy.framework.fits import fits_mask
 from kaipolicy.framework.outcome import Outcome
@@ -341,16 +341,18 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job, jobs: 
     """The jobs taking part, in the order their turns come, when keys alone settle it (the order
     is then not loaded); else None, with the participants' keys handed to `order` to load.
 
-    Settled when the victim jobs would be the first jobs of one leaf queue V, V and the
-    preemptor's queue P are siblings (or both roots), queue keys are the proportion built-in's,
-    and at each victim's turn V's key is below P's key with the preemptor at its head in the
-    elements before the last (plain numbers, compared in order). Until the preemptor's turn only
-    victims are placed, so P's key is as it is now, and V holds at most what it holds now plus
-    what the victims before can take back: every element but the last never decreases with the
-    allocation, so a key taken at that bound bounds V's. Then whenever the preemptor heads P, V
-    is lower while a victim heads it: at that level the heap's top is never above any other node
-    in those elements (each parent is not above its children), so V's victims all come out
-    before the preemptor, in V's order, and the jobs popped between take no part.
+    Settled when the victim jobs would be the first jobs of their leaf queues, those leaves and the
+    preemptor's queue P are siblings (or all roots), queue keys are the proportion built-in's, and
+    at each victim's turn its queue's key is below P's key with the preemptor at its head, and
+    below the key of every other victim queue still holding victims, in the elements before the
+    last (plain numbers, compared in order). Until the preemptor's turn only victims are placed, so
+    P's key is as it is now, and a victim queue holds at least what it holds now and at most that
+    plus what its victims before can take back: every element but the last never decreases with
+    the allocation, so keys taken at those bounds bound the queue's. At any level of the order the
+    heap's top is never above any other node in those elements (each parent is not above its
+    children), so a queue whose key is surely below every other participant's comes out first:
+    the victims come out in the order worked out here, all before the preemptor, and the jobs
+    popped between take no part.
 
     The participants' keys are asked as loading the order asks them (in input order), and only
     when no other job would be keyed again on loading (none whose pods changed status since the
@@ -358,17 +360,21 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job, jobs: 
     ssn = solver.ssn
     if not (STOP_AFTER_LAST_TURN and ssn.queue_keys_remembered):
         return None
-    victims = [j for uid, j in jobs.items() if uid != preemptor.uid]
-    names = {j.queue for j in victims}
-    if len(names) != 1:
+    by_queue: dict[str, list[Job]] = {}
+    for uid, j in jobs.items():
+        if uid != preemptor.uid:
+            by_queue.setdefault(j.queue, []).append(j)
+    if len(by_queue) > 1 and not QUEUES_INTERLEAVED:
         return None
     queues = ssn.cluster.queues
-    v_queue, p_queue = queues.get(next(iter(names))), queues.get(preemptor.queue)
-    for q in (v_queue, p_queue):
+    p_queue = queues.get(preemptor.queue)
+    v_queues = [queues.get(name) for name in by_queue]
+    for q in (*v_queues, p_queue):
         if q is None or (q.parent and q.parent not in queues) or not q.is_leaf:
             return None   # a job there would not be loaded
-    assert v_queue is not None and p_queue is not None
-    if v_queue is p_queue or (v_queue.parent or "") != (p_queue.parent or ""):
+    assert p_queue is not None
+    parent = p_queue.parent or ""
+    if any(q is p_queue or (q.parent or "") != parent for q in v_queues if q is not None):
         return None
     shared = solver.pending_order()
     changed = shared.changed(ssn, set(jobs))
@@ -377,34 +383,89 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job, jobs: 
     left_out = {*jobs, *(j.uid for j in changed)}
     keys = {j.uid: order.key_of(j) for j in sorted(jobs.values(), key=lambda j: j.order)}
     order.preset = keys
-    ahead = sorted(victims, key=lambda j: keys[j.uid])
-    after = next((e[0] for e in shared.leaves.get(v_queue.uid, ()) if e[2].uid not in left_out), None)
-    if after is not None and not keys[ahead[-1].uid] < after:
-        return None
     shares = ssn.shares
-    v_share, p_share = shares.queues.get(v_queue.uid), shares.queues.get(p_queue.uid)
-    if v_share is None or p_share is None:
+    p_share = shares.queues.get(p_queue.uid)
+    if p_share is None:
         return None
+    lines: list[_VictimLine] = []
+    for q in v_queues:
+        assert q is not None
+        ahead = sorted(by_queue[q.name], key=lambda j: keys[j.uid])
+        after = next((e[0] for e in shared.leaves.get(q.uid, ()) if e[2].uid not in left_out), None)
+        if after is not None and not keys[ahead[-1].uid] < after:
+            return None
+        share = shares.queues.get(q.uid)
+        if share is None:
+            return None
+        lines.append(_VictimLine(share, ahead))
     try:
         limit = capacity.queue_order_key_unmemoised(shares, p_share, ssn.job_request(preemptor), None)[:-1]
-        held = {r: float(v_share.shares[r].allocated) for r in RESOURCES}
-        for job in ahead:
-            # a margin over the sum, for the order the additions are made in
-            bound = {r: held[r] + abs(held[r]) * 1e-9 + 1e-6 for r in RESOURCES}
-            key = capacity.queue_order_key_unmemoised(shares, v_share, ssn.job_request(job), None, bound)[:-1]
-            if not key < limit:
+        turns: list[Job] = []
+        while True:
+            waiting = [line for line in lines if line.left()]
+            if not waiting:
+                break
+            highs = [line.most_key(ssn) for line in waiting]
+            lows = [line.least_key(ssn) for line in waiting] if len(waiting) > 1 else highs
+            first = next((k for k, high in enumerate(highs)
+                          if high < limit and all(high < low for m, low in enumerate(lows) if m != k)), None)
+            if first is None:
                 return None
-            for t in tasks_to_allocate(ssn, job, False):
-                if t.request.kind == RequestType.GPU_MEMORY:
-                    return None   # its grant's share of a device depends on the node
-                most = request_quantities(t.request)
-                if t.accepted is not None:
-                    most = {r: max(most[r], v) for r, v in request_quantities(t.accepted).items()}
-                for r in RESOURCES:
-                    held[r] += most[r]
+            job = waiting[first].take(ssn)
+            if job is None:
+                return None   # its grant's share of a device depends on the node
+            turns.append(job)
     except Exception:  # noqa: BLE001 - the built-in's own failure is left to the order's keys
         return None
-    return [*ahead, preemptor]
+    return [*turns, preemptor]
+
+
+#: Victims of several queues take their turns in an order read from the keys where the keys
+#: settle it (False: only victims of one queue; the tests compare both). See _turns_by_keys.
+QUEUES_INTERLEAVED = True
+
+
+class _VictimLine:
+    """One victim queue's victims in job order, with what the queue holds at a victim's turn
+    bounded: at least what it holds now (placements only add), at most that plus what the
+    victims before can take back."""
+
+    def __init__(self, share: QueueShare, ahead: list[Job]) -> None:
+        self.share = share
+        self.ahead = ahead
+        self.next = 0
+        self.most = {r: float(share.shares[r].allocated) for r in RESOURCES}
+
+    def left(self) -> bool:
+        return self.next < len(self.ahead)
+
+    def least_key(self, ssn: Session) -> list[object]:
+        """The queue's key, but the last element, when its next victim heads it, holding what it
+        holds now."""
+        request = ssn.job_request(self.ahead[self.next])
+        return capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None)[:-1]
+
+    def most_key(self, ssn: Session) -> list[object]:
+        """The same, holding the most it can then."""
+        request = ssn.job_request(self.ahead[self.next])
+        # a margin over the sum, for the order the additions are made in
+        bound = {r: v + abs(v) * 1e-9 + 1e-6 for r, v in self.most.items()}
+        return capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None, bound)[:-1]
+
+    def take(self, ssn: Session) -> Job | None:
+        """The next victim, its most added to what the queue can hold; None when a grant's share
+        depends on the node."""
+        job = self.ahead[self.next]
+        self.next += 1
+        for t in tasks_to_allocate(ssn, job, False):
+            if t.request.kind == RequestType.GPU_MEMORY:
+                return None
+            most = request_quantities(t.request)
+            if t.accepted is not None:
+                most = {r: max(most[r], v) for r, v in request_quantities(t.accepted).items()}
+            for r in RESOURCES:
+                self.most[r] += most[r]
+        return job
 
 
 def _refused_before_placing(solver: JobSolver, scenario: Scenario, nodes: list[Node], victims: list[Task],
