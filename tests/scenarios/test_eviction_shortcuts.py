@@ -164,10 +164,11 @@ def test_random_clusters_are_where_turns_get_read_from_the_keys() -> None:
     assert settled >= 3
 
 
-def _bench_shapes() -> Any:
-    """bench/eviction.py, whose shapes are the reference's benchmarks (long runs of alike jobs)."""
-    path = Path(__file__).resolve().parents[2] / "bench" / "eviction.py"
-    spec = importlib.util.spec_from_file_location("bench_eviction", path)
+def _bench(name: str) -> Any:
+    """A script of bench/ as a module: eviction.py's shapes are the reference's benchmarks (long
+    runs of alike jobs), openb.py's scenario_doc turns the openb trace into a cluster."""
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -177,17 +178,7 @@ def _bench_shapes() -> Any:
 @pytest.mark.parametrize(("kind", "nodes"), [("reference-consolidation", 10), ("reference-consolidation", 50),
                                              ("reference-full-cycle", 10), ("consolidation", 10), ("preempt", 10)])
 def test_the_benchmark_shapes_decide_alike_with_the_shortcuts_off(kind: str, nodes: int) -> None:
-    assert same_with_and_without_shortcuts(_bench_shapes().SHAPES[kind](nodes))
-
-
-def _openb() -> Any:
-    """bench/openb.py, whose scenario_doc turns the openb trace into a cluster."""
-    path = Path(__file__).resolve().parents[2] / "bench" / "openb.py"
-    spec = importlib.util.spec_from_file_location("openb_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    assert same_with_and_without_shortcuts(_bench("eviction").SHAPES[kind](nodes))
 
 
 @pytest.mark.parametrize("offset", range(6))
@@ -195,7 +186,7 @@ def test_samples_of_the_openb_trace_decide_alike_with_the_shortcuts_off(offset: 
     """Every 25th node and pod of the trace from `offset` on, allocated and then reclaimed: one-pod
     jobs of four sibling queues with close shares, so a node's victims often come from several
     queues and their turns are read from interleaving keys."""
-    openb = _openb()
+    openb = _bench("openb")
     nodes = openb.read_csv("openb_node_list_all_node.csv")
     pods = sorted(openb.read_csv("openb_pod_list_default.csv"), key=lambda p: int(p["creation_time"]))
     doc = openb.scenario_doc(nodes[offset::25], pods[offset::25], ["allocate", "reclaim"])
