@@ -57,4 +57,3 @@ def bounds(free: np.ndarray, nodes: tuple[np.ndarray, np.ndarray | None]) -> tup
     values = free if rows is None else free.take(rows)   # take: far cheaper than a boolean mask
     # (the ufuncs' reductions are what ndarray.min and max call, without their Python wrapper)
     return float(np.minimum.reduce(values)), float(np.maximum.reduce(values))
-

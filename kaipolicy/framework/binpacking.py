@@ -8,25 +8,21 @@ import numpy as np
 from kaipolicy.builtins.binpack import having, score_of, scores
 from kaipolicy.framework.nodetable import NodeVector
 
+Counted = tuple[np.ndarray, "np.ndarray | None"]
+
 
 def over_view(node: NodeVector, free_col: str, alloc_col: str, resource: str) -> np.ndarray:
     """`scores` over a view's nodes, of the resource whose free and allocatable columns are named;
     for a view of some of the scored nodes (its `scope`), against the whole set's least and most
     free (the same operations on each node's own values, so the same bits)."""
+    span, counted = _kept_bounds(node.scope if node.scope is not None else node, free_col, alloc_col)
+    if span is None:
+        return np.zeros(len(node))
     if not node.every:
-        span = _kept_bounds(node.scope if node.scope is not None else node, free_col, alloc_col)
-        if span is None:
-            return np.zeros(len(node))
         alloc = np.asarray(getattr(node, alloc_col), dtype=float)
         return scores(np.asarray(getattr(node, free_col), dtype=float), alloc, having(alloc), span)
     free = np.asarray(getattr(node, free_col), dtype=float)
-    # which nodes have the resource never changes: over all nodes it is worked out once
     table = node.table
-    counted = table.constant(("has", alloc_col), lambda: having(getattr(node, alloc_col)))
-    # the bounds `bounds` gives, kept between calls (the counted nodes never change)
-    span = table.extremes(("binpack-span", free_col), free, counted)
-    if span is None:
-        return np.zeros(free.shape)
     lo, hi = span
     # Kept while the emptiest and fullest counted nodes stay as they are: then only the nodes a
     # task landed on or left change score. Only the latest bounds' array is kept.
@@ -40,14 +36,20 @@ def over_view(node: NodeVector, free_col: str, alloc_col: str, resource: str) ->
                          lambda n: score_of(getattr(n, free_col), bool(mask[n.index]), lo, hi))
 
 
-def _kept_bounds(nodes: NodeVector, free_col: str, alloc_col: str) -> tuple[float, float] | None:
-    """`bounds` over some nodes, kept with their list and brought up to date on the rows changed
-    since (the counted rows, those of the list that have the resource, never change)."""
+def _kept_bounds(nodes: NodeVector, free_col: str, alloc_col: str) -> tuple[tuple[float, float] | None, Counted]:
+    """`bounds` over the view's nodes, kept with their list and brought up to date on the rows
+    changed since, and the nodes counted (those of the list that have the resource, as a mask
+    over every node and its positions, None when every node counts): they never change."""
     table = nodes.table
-    counted = nodes.kept.get(("has", alloc_col))
+    counted: Counted | None = nodes.kept.get(("has", alloc_col))
     if counted is None:
-        mask = np.zeros(len(table.nodes), dtype=bool)
-        mask[nodes.index] = True
-        mask &= having(table.column(alloc_col))[0]
-        counted = nodes.kept["has", alloc_col] = (mask, np.flatnonzero(mask))
-    return table.extremes(("binpack-span", free_col), table.read_only(free_col), counted, nodes.kept)
+        has = having(table.column(alloc_col))
+        if nodes.every:
+            counted = has
+        else:
+            mask = np.zeros(len(table.nodes), dtype=bool)
+            mask[nodes.index] = True
+            mask &= has[0]
+            counted = (mask, np.flatnonzero(mask))
+        nodes.kept["has", alloc_col] = counted
+    return table.extremes(("binpack-span", free_col), table.read_only(free_col), counted, nodes.kept), counted

@@ -105,7 +105,6 @@ class NodeTable:
         self._changes: list[int] = []
         self._base = 0
         self._derived: dict[Hashable, tuple[np.ndarray, int]] = {}
-        self._extremes: dict[Hashable, tuple[float, float, int, int, int]] = {}
         self._constants: dict[Hashable, Any] = {}
 
     def mark(self, node: Node) -> None:
@@ -142,16 +141,15 @@ class NodeTable:
         return values.copy()
 
     def extremes(self, key: Hashable, values: np.ndarray, counted: tuple[np.ndarray, np.ndarray | None],
-                 store: dict[Hashable, Any] | None = None) -> tuple[float, float] | None:
+                 store: dict[Hashable, Any]) -> tuple[float, float] | None:
         """The least and greatest of `values` (an array over every node, current) at the counted
         rows (`counted`: a mask and its positions, None when every row counts, as
         `binpack.having` gives them), or None when none is counted. Kept under `key` and brought
         up to date on the rows changed since, which is exact (a minimum and a maximum only
         compare); worked out whole again when a row holding an extreme moved inward, on a NaN,
-        or past many changes. `store`: where it is kept (the table's own store by default)."""
-        memo = self._extremes if store is None else store
+        or past many changes. `store`: where it is kept (a view's `kept`, with its node list)."""
         mask, rows = counted
-        kept = memo.get(key)
+        kept = store.get(key)
         changed = self.changed_since(kept[4]) if kept is not None else None
         if kept is not None and changed is not None:
             lo, hi, lo_row, hi_row, _ = kept
@@ -166,20 +164,20 @@ class NodeTable:
                 if v > hi:
                     hi, hi_row = v, i
             else:
-                memo[key] = (lo, hi, lo_row, hi_row, self.change_count())
+                store[key] = (lo, hi, lo_row, hi_row, self.change_count())
                 return lo, hi
         taken = values if rows is None else values.take(rows)
         if len(taken) == 0:
-            memo.pop(key, None)
+            store.pop(key, None)
             return None
         low, high = int(np.argmin(taken)), int(np.argmax(taken))
         lo, hi = float(taken[low]), float(taken[high])
         if math.isnan(lo) or math.isnan(hi):
-            memo.pop(key, None)   # a NaN: asked again whole each time
+            store.pop(key, None)   # a NaN: asked again whole each time
             return lo, hi
         if rows is not None:
             low, high = int(rows[low]), int(rows[high])
-        memo[key] = (lo, hi, low, high, self.change_count())
+        store[key] = (lo, hi, low, high, self.change_count())
         return lo, hi
 
     def forget(self, key: Hashable) -> None:

@@ -428,13 +428,15 @@ QUEUES_INTERLEAVED = True
 class _VictimLine:
     """One victim queue's victims in job order, with what the queue holds at a victim's turn
     bounded: at least what it holds now (placements only add), at most that plus what the
-    victims before can take back."""
+    victims before can take back. Its keys are taken once per victim at its head."""
 
     def __init__(self, share: QueueShare, ahead: list[Job]) -> None:
         self.share = share
         self.ahead = ahead
         self.next = 0
         self.most = {r: float(share.shares[r].allocated) for r in RESOURCES}
+        self._least: list[object] | None = None
+        self._most: list[object] | None = None
 
     def left(self) -> bool:
         return self.next < len(self.ahead)
@@ -442,21 +444,26 @@ class _VictimLine:
     def least_key(self, ssn: Session) -> list[object]:
         """The queue's key, but the last element, when its next victim heads it, holding what it
         holds now."""
-        request = ssn.job_request(self.ahead[self.next])
-        return capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None)[:-1]
+        if self._least is None:
+            request = ssn.job_request(self.ahead[self.next])
+            self._least = capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None)[:-1]
+        return self._least
 
     def most_key(self, ssn: Session) -> list[object]:
         """The same, holding the most it can then."""
-        request = ssn.job_request(self.ahead[self.next])
-        # a margin over the sum, for the order the additions are made in
-        bound = {r: v + abs(v) * 1e-9 + 1e-6 for r, v in self.most.items()}
-        return capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None, bound)[:-1]
+        if self._most is None:
+            request = ssn.job_request(self.ahead[self.next])
+            # a margin over the sum, for the order the additions are made in
+            bound = {r: v + abs(v) * 1e-9 + 1e-6 for r, v in self.most.items()}
+            self._most = capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None, bound)[:-1]
+        return self._most
 
     def take(self, ssn: Session) -> Job | None:
         """The next victim, its most added to what the queue can hold; None when a grant's share
         depends on the node."""
         job = self.ahead[self.next]
         self.next += 1
+        self._least = self._most = None
         for t in tasks_to_allocate(ssn, job, False):
             if t.request.kind == RequestType.GPU_MEMORY:
                 return None

@@ -4,6 +4,8 @@ few changes, and after the change log starts over)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -110,6 +112,7 @@ def test_the_extremes_kept_are_the_least_and_greatest_after_any_changes(some: bo
     table = NodeTable(nodes(12))
     counted = np.array([i % 3 != 0 for i in range(12)]) if some else None
     rows = np.flatnonzero(counted) if counted is not None else None
+    kept: dict[Any, Any] = {}
     for k in range(400):
         node = table.nodes[rng.randrange(12)]
         node.idle.cpu = rng.choice([0.0, 5.0, 5.0, 9.0, float(rng.randrange(20)), float("nan") if k % 97 == 5 else 3.0])
@@ -117,8 +120,8 @@ def test_the_extremes_kept_are_the_least_and_greatest_after_any_changes(some: bo
         if k % 3 == 0:
             continue        # several changes between asks, too
         values = np.array([n.idle.cpu for n in table.nodes])
-        got = table.extremes("cpu", values, (counted if counted is not None else np.ones(12, dtype=bool), rows))
+        got = table.extremes("cpu", values, (counted if counted is not None else np.ones(12, dtype=bool), rows), kept)
         taken = values if rows is None else values[rows]
         want = (float(np.minimum.reduce(taken)), float(np.maximum.reduce(taken)))
         assert got is not None and np.array_equal(np.array(got), np.array(want), equal_nan=True), (k, got, want)
-    assert table.extremes("none", np.zeros(12), (np.zeros(12, dtype=bool), np.array([], dtype=np.intp))) is None
+    assert table.extremes("none", np.zeros(12), (np.zeros(12, dtype=bool), np.array([], dtype=np.intp)), kept) is None
