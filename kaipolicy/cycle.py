@@ -51,6 +51,7 @@ class SessionRule:
     """A compiled rule bound to one session: what `framework.session.Rule` asks for."""
 
     __slots__ = (
+        "alike_scopes",
         "builtin",
         "calls",
         "field_reads",
@@ -100,6 +101,7 @@ class SessionRule:
         self.selects = rule.selects
         self.total = rule.total
         self.field_reads = rule.field_reads
+        self.alike_scopes = rule.alike_scopes
         self.message = bound.message
         self.vectorizable = bool(rule.vectorizable and bound.vector is not None)
 

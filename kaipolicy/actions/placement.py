@@ -15,6 +15,7 @@ import numpy as np
 
 from kaipolicy.api.job import Job, PodSet, SubGroupSet
 from kaipolicy.api.node import Node
+from kaipolicy.api.resources import Request
 from kaipolicy.api.task import Task
 from kaipolicy.builtins import gpusharing
 from kaipolicy.framework import verdicts as verdicts_of
@@ -75,8 +76,9 @@ def _pod_set(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, ps: Pod
 
 def _tasks_on(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, tasks: list[Task],
               pipeline_only: bool) -> bool:
+    run = _Run() if SCORES_CARRIED and len(tasks) > 1 else None
     for index, task in enumerate(tasks):
-        if not allocate_task(ssn, stmt, nodes, job, task, pipeline_only):
+        if not allocate_task(ssn, stmt, nodes, job, task, pipeline_only, run):
             _record_failure(job, task, index)
             if not pipeline_only:
                 ps = job.pod_sets[task.sub_group]
@@ -91,9 +93,51 @@ SCALAR_PROBES = 4  # fitting nodes checked one by one before the rest are filter
 RUNNER_UP_PROBES = 8  # candidates after the chosen node searched for the audit log's runner-up
 
 
+#: Carry a run's fit masks and scores from one pod to the next (False: work them out for every
+#: pod; the tests compare both).
+SCORES_CARRIED = True
+
+
+class _Run:
+    """The pods of one pod set placed one after another onto one node set (`_tasks_on`), nothing
+    else happening in between: what placing the last of them left for the next.
+
+    When the next pod asks for an equal request and the only node changed since is the one the
+    last pod landed on, the next pod fits every other node as the last did (a fit reads only the
+    node and the request), and every other node scores as it did when each node-order rule
+    reads no more than its node, the request and fixed fields, and what the set-relative ones
+    compare against has not moved (`Session.score_scope`): only that node is asked again."""
+
+    __slots__ = ("request", "fits", "scores", "scope", "pos", "count")
+
+    def __init__(self) -> None:
+        self.request: Request | None = None
+
+    def carried(self, ssn: Session, view: NodeVector, task: Task) -> tuple[np.ndarray | None, np.ndarray | None, Any]:
+        """The next pod's fit mask and scores, each None when it must be worked out afresh, and
+        the scores' scope now."""
+        if self.request is None or task.request != self.request:
+            return None, None, ssn.score_scope(view)
+        landed = view.index[self.pos]
+        changed = ssn.table.changed_since(self.count)
+        if changed is None or any(row != landed for row in changed):
+            return None, None, ssn.score_scope(view)
+        fits = self.fits.copy()
+        fits[self.pos] = view.node(self.pos).fits_idle_or_releasing(task)
+        scope = ssn.score_scope(view)
+        scores = self.scores if scope is not None and scope == self.scope else None
+        return fits, scores, scope
+
+    def placed(self, ssn: Session, task: Task, fits: np.ndarray, scores: np.ndarray | None, scope: Any, pos: int,
+               count: int) -> None:
+        self.request, self.fits, self.pos, self.count = task.request, fits, pos, count
+        self.scores, self.scope = (scores, scope) if scope is not None else (None, None)
+
+
 def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job, task: Task,
-                  pipeline_only: bool) -> bool:
-    """Best-scored node that fits and passes every predicate, as the reference walks them."""
+                  pipeline_only: bool, run: _Run | None = None) -> bool:
+    """Best-scored node that fits and passes every predicate, as the reference walks them.
+    `run`: the run of pods this one belongs to (see `_Run`)."""
     audit = ssn.audit.enabled and not pipeline_only   # the solver's what-if placements are not logged
     pre = ssn.pre_predicate(task, job)
     if not pre.ok:
@@ -104,7 +148,11 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
                           deniedBy={"rule": pre.rule, "message": pre.message})
         return False
     view = ssn.table.view(nodes)
-    fits = fits_mask(view, task, with_releasing=True)
+    count = ssn.table.change_count()
+    fits, carried, scope = run.carried(ssn, view, task) if run is not None else (None, None, None)
+    scores: np.ndarray | None = None
+    if fits is None:
+        fits = fits_mask(view, task, with_releasing=True)
     reasons: Counter[str] | None = None   # made at the first rejection (most pods take the first node)
     rejections = Rejections(ssn.audit.detail) if audit else None
     fitting = np.count_nonzero(fits)
@@ -112,8 +160,13 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
         if not audit and ssn.lone_candidate_unscored and fitting == 1:
             ranking = _Ranking(iter([int(np.flatnonzero(fits)[0])]))
         else:
-            ranking = _Ranking(best_first(ssn.node_scores(task, job, nodes, fits), fits, view.index, SCALAR_PROBES,
-                                          view.every))
+            if carried is not None and run is not None:
+                # the node the last pod landed on is scored again, unless it no longer fits (then
+                # its score is not read)
+                scores = ssn.rescored(task, job, nodes, view, carried, run.pos) if fits[run.pos] else carried
+            if scores is None:
+                scores = ssn.node_scores(task, job, nodes, fits)
+            ranking = _Ranking(best_first(scores, fits, view.index, SCALAR_PROBES, view.every))
         verdicts: dict[int, Outcome | None] = {}   # by position in `nodes`, once judged as a vector
         k = 0
         while (i := ranking.at(k)) is not None:
@@ -132,6 +185,8 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
             runner_up = _runner_up(ssn, task, job, nodes, ranking, k, verdicts) if audit else None
             shadows = verdicts_of.shadow_predicates(ssn, task, job, node) if ssn.shadowing and not pipeline_only else []
             if _place(ssn, stmt, task, node, pipeline_only):
+                if run is not None:
+                    run.placed(ssn, task, fits, scores, scope, i, count)
                 if rejections is not None:
                     _audit_placed(ssn, job, task, (i, runner_up), nodes, rejections)
                 if shadows:

@@ -36,6 +36,12 @@ def over_view(node: NodeVector, free_col: str, alloc_col: str, resource: str) ->
                          lambda n: score_of(getattr(n, free_col), bool(mask[n.index]), lo, hi))
 
 
+def span(node: NodeVector, free_col: str, alloc_col: str) -> tuple[float, float] | None:
+    """The least and most free counted node of the view's node set (its `scope` for a part):
+    what `over_view` scores each node against."""
+    return _kept_bounds(node.scope if node.scope is not None else node, free_col, alloc_col)[0]
+
+
 def _kept_bounds(nodes: NodeVector, free_col: str, alloc_col: str) -> tuple[tuple[float, float] | None, Counted]:
     """`bounds` over the view's nodes, kept with their list and brought up to date on the rows
     changed since, and the nodes counted (those of the list that have the resource, as a mask

@@ -96,6 +96,7 @@ class Session:
         self._queue_keys_by_share = False
         self._summing_scores = False     # see add_rules
         self._lone_unscored = False
+        self._score_scopes: tuple[Any, ...] | None = None
         self._queue_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.builtins = builtins or {}
         self.shares = fairshare.Shares.build(cluster, k_value)
@@ -173,6 +174,12 @@ class Session:
         # node-order rule is total (cannot fail) and none is a shadow.
         self._lone_unscored = (not self.shadow["nodeOrder"]
                                and all(r.total for r in self.hooks["nodeOrder"]))
+        # Scores can be carried to the next pod of a run (see score_scope) when they are summed in
+        # one pass, every rule is total and scores the other nodes alike for that pod
+        # (rules/alike.py): what the set-relative calls among them compare against, else None.
+        scopes = [getattr(r, "alike_scopes", None) for r in self.hooks["nodeOrder"]]
+        self._score_scopes = (tuple(dict.fromkeys(x for each in scopes if each is not None for x in each))
+                              if self._summing_scores and self._lone_unscored and None not in scopes else None)
         self._queue_keys.clear()
         self._job_keys.clear()
         self._whole_job_keys.clear()
@@ -674,6 +681,32 @@ class Session:
                     self.coverage.hit(label)
         self.last_scores = ScoreSheet(nodes, total, parts, shadow_parts)
         return total
+
+    def score_scope(self, view: NodeVector) -> tuple[Any, ...] | None:
+        """What the node-order rules compare each node against over the view's whole node set,
+        when a run's scores may be carried from one pod to the next (`rescored`); None when they
+        may not be (a rule reads more than its node, scoring records the audit log's or the
+        coverage's parts, or parts are not scored)."""
+        if self._score_scopes is None or not PARTS_SCORED or self.audit.enabled or self.coverage is not None:
+            return None
+        return tuple(key(view, *args) for key, args in self._score_scopes)
+
+    def rescored(self, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector, scores: np.ndarray,
+                 pos: int) -> np.ndarray | None:
+        """`node_scores` for the next pod of a run, from the last pod's `scores` over the same
+        nodes: only the node at `pos`, where the last pod landed, is scored again. The caller has
+        checked that nothing else changed since, that the requests are equal and that
+        `score_scope` is the same; the rules then give every other node the same bits (a rule's
+        value at a node is worked out from that node alone, as for part scoring). None when the
+        one node's score cannot be summed in one pass."""
+        self.scoring_nodes = nodes
+        self.scoring_memo = {}
+        one = _summed_scores(self.hooks["nodeOrder"], task, job, view.part_of(np.array([pos])), 1)
+        if one is None:
+            return None
+        out = scores.copy()
+        out[pos] = one[0]
+        return out
 
     def gpu_score(self, task: Task, node: Node, group: str) -> float:
         total = 0.0

@@ -13,6 +13,7 @@ from typing import Any
 
 from kaipolicy.framework.hooks import Form, HookKind
 from kaipolicy.rules import tree as t
+from kaipolicy.rules.alike import carried_scopes
 from kaipolicy.rules.cost import RUNTIME_BUDGET, Meter
 from kaipolicy.rules.emit import FIELDS, HELPERS, METER, Emitter, Namespace
 from kaipolicy.rules.runtime import EvalError, failure
@@ -77,6 +78,9 @@ class CompiledRule:
     # (variable, Python attribute) pairs, when plain fields of the hook's variables are all it
     # reads of them and it calls no vocabulary function (see plain_field_reads); else None
     field_reads: tuple[tuple[str, str], ...] | None = None
+    # the set-relative calls, when it scores the other nodes alike for the next pod of a run
+    # (rules/alike.py); else None
+    alike_scopes: tuple[Any, ...] | None = None
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -155,7 +159,8 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
                         values.get("_make_message"), reads, rule.mode, lone_call(trees, hook.names),
                         head_call(trees), values.get("_make_vector_raw"), *uses(trees, vocabulary),
                         all(is_total(tree, types) for key, tree in trees.items() if key != "message"),
-                        plain_field_reads(trees, hook.names, vocabulary, types))
+                        plain_field_reads(trees, hook.names, vocabulary, types),
+                        carried_scopes(trees, hook.names, vocabulary))
 
 
 #: Field types whose values are plain, hashable and compared by value.

@@ -153,6 +153,10 @@ def _binpack_vector(cluster: Session, node: NodeVector, resource: str) -> np.nda
     return binpacking.over_view(node, *_pack_columns(resource), resource)
 
 
+def _binpack_scope(node: NodeVector, resource: str) -> tuple[float, float] | None:
+    return binpacking.span(node, *_pack_columns(resource))
+
+
 def _spread(free: Any, total: Any) -> Any:
     free = np.asarray(free, dtype=float)
     total = np.asarray(total, dtype=float)
@@ -221,21 +225,24 @@ def _topology_score_vector(cluster: Session, task: Task, job: Job, node: NodeVec
     return np.fromiter((_topology_score(cluster, task, job, n) for n in node.nodes), dtype=float, count=len(node))
 
 
-def _f(name: str, params: tuple[str, ...], result: str, impl: Any, vector: Any = None, doc: str = "") -> FunctionSpec:
-    return FunctionSpec(name, params, result, impl, vector, doc)
+def _f(name: str, params: tuple[str, ...], result: str, impl: Any, vector: Any = None, doc: str = "",
+       per_node: bool = False, scope_key: Any = None) -> FunctionSpec:
+    return FunctionSpec(name, params, result, impl, vector, doc, per_node, scope_key)
 
 
 FUNCTIONS = {f.name: f for f in (
     _f("fits.idle", ("Task", "Node"), "bool", _fits_idle, _fits_idle_vector,
-       "The task fits on the node's idle resources now (no waiting for releasing pods)."),
+       "The task fits on the node's idle resources now (no waiting for releasing pods).", per_node=True),
     _f("fits.sharedGroup", ("Task", "Node"), "bool", _fits_shared_group, _fits_shared_group_vector,
-       "An existing shared-GPU group on the node has room for the task."),
+       "An existing shared-GPU group on the node has room for the task.", per_node=True),
     _f("nodes.resourceTypeError", ("Task", "Node"), "string", affinity.resource_type_error,
        _by_column(affinity.resource_type_error, "kind_signature"),
        "Why the node's kind of GPUs (none, whole, MIG) cannot serve the task; '' when it can."),
     _f("placement.binpack", ("Cluster", "Node", "string"), "double", _binpack, _binpack_vector,
-       "9 x (1 - (free - min) / (max - min)) of the 'gpu' or 'cpu' resource over the candidate nodes."),
-    _f("placement.spread", ("double", "double"), "double", _spread, _spread, "free / total, 0 when total is 0."),
+       "9 x (1 - (free - min) / (max - min)) of the 'gpu' or 'cpu' resource over the candidate nodes.",
+       per_node=True, scope_key=_binpack_scope),
+    _f("placement.spread", ("double", "double"), "double", _spread, _spread, "free / total, 0 when total is 0.",
+       per_node=True),
     _f("affinity.nodeMatches", ("Task", "Node"), "bool", affinity.node_affinity_matches,
        _node_affinity_vector, "The node has the task's nodeSelector labels and satisfies its required node affinity."),
     _f("affinity.untoleratedTaint", ("Task", "Node"), "string", affinity.untolerated_taint,
@@ -259,12 +266,13 @@ FUNCTIONS = {f.name: f for f in (
     _f("gpu.fragments", ("Node", "double", "double"), "double", fragmentation.on_node, fragmentation.on_node,
        "The node's free GPU capacity (devices) a pod asking these GPUs (below 1: a portion of one device; "
        "0: CPU only) and CPU millicores could not use: all of it when the pod does not fit, else the devices "
-       "with less free than it takes (Weng et al., ATC'23)."),
+       "with less free than it takes (Weng et al., ATC'23).", per_node=True),
     _f("gpu.fragmentsAfter", ("Task", "Node", "double", "double"), "double", fragmentation.after_task, fragmentation.after_task,
        "gpu.fragments once the task has landed on the node (a shared pod on the fullest device it fits, "
-       "a whole-GPU pod on idle devices)."),
+       "a whole-GPU pod on idle devices).", per_node=True),
     _f("topology.preferredScore", ("Cluster", "Task", "Job", "Node"), "double", _topology_score,
-       _topology_score_vector, "Preference for nodes inside the job's preferred topology domain."),
+       _topology_score_vector, "Preference for nodes inside the job's preferred topology domain.",
+       per_node=True),
 )}
 
 VOCABULARY = Vocabulary(types=TYPES, variables=VARIABLES, functions=FUNCTIONS)

@@ -43,7 +43,14 @@ class TypeSpec:
 
 @dataclass(frozen=True)
 class FunctionSpec:
-    """A callable; `vector_impl` takes numpy arrays where the scalar one takes numbers."""
+    """A callable; `vector_impl` takes numpy arrays where the scalar one takes numbers.
+
+    `per_node`: its value at a node is worked out from that node, the pod's request and the job
+    (its fixed fields, and what the job's placement set up before its pods are placed), and
+    placing a pod on one node changes it on no other node. `scope_key`, for such a function that
+    also compares each node against the whole node set (bin-packing's least and most free): what
+    of the set it compares against, given the set as a NodeVector and the call's literal
+    arguments that are not the hook's values."""
 
     name: str
     params: tuple[str, ...]
@@ -51,6 +58,8 @@ class FunctionSpec:
     impl: Callable[..., Any]
     vector_impl: Callable[..., Any] | None = None
     doc: str = ""
+    per_node: bool = False
+    scope_key: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)
