@@ -108,10 +108,15 @@ class _Run:
     reads no more than its node, the request and fixed fields, and what the set-relative ones
     compare against has not moved (`Session.score_scope`): only that node is asked again."""
 
-    __slots__ = ("request", "fits", "scores", "scope", "pos", "count")
+    __slots__ = ("count", "fits", "pos", "request", "scope", "scores")
 
     def __init__(self) -> None:
-        self.request: Request | None = None
+        self.request: Request | None = None     # the last pod's, None before the first is placed
+        self.fits: np.ndarray = np.zeros(0, dtype=bool)
+        self.scores: np.ndarray | None = None   # None: not carried (the last pod was not scored)
+        self.scope: Any = None
+        self.pos = 0        # where the last pod landed, as a position in the node set
+        self.count = 0      # the table's change count before it landed
 
     def carried(self, ssn: Session, view: NodeVector, task: Task) -> tuple[np.ndarray | None, np.ndarray | None, Any]:
         """The next pod's fit mask and scores, each None when it must be worked out afresh, and
@@ -128,8 +133,7 @@ class _Run:
         scores = self.scores if scope is not None and scope == self.scope else None
         return fits, scores, scope
 
-    def placed(self, ssn: Session, task: Task, fits: np.ndarray, scores: np.ndarray | None, scope: Any, pos: int,
-               count: int) -> None:
+    def placed(self, task: Task, fits: np.ndarray, scores: np.ndarray | None, scope: Any, pos: int, count: int) -> None:
         self.request, self.fits, self.pos, self.count = task.request, fits, pos, count
         self.scores, self.scope = (scores, scope) if scope is not None else (None, None)
 
@@ -186,7 +190,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
             shadows = verdicts_of.shadow_predicates(ssn, task, job, node) if ssn.shadowing and not pipeline_only else []
             if _place(ssn, stmt, task, node, pipeline_only):
                 if run is not None:
-                    run.placed(ssn, task, fits, scores, scope, i, count)
+                    run.placed(task, fits, scores, scope, i, count)
                 if rejections is not None:
                     _audit_placed(ssn, job, task, (i, runner_up), nodes, rejections)
                 if shadows:

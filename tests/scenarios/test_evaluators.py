@@ -131,7 +131,7 @@ def test_carrying_a_runs_scores_to_its_next_pod_decides_alike(start: int, monkey
     carried, rescored = placement._Run.carried, session.Session.rescored
 
     def checked(run: Any, ssn: Any, view: Any, task: Any) -> Any:
-        before = getattr(run, "scope", None) if run.request is not None else None
+        before = run.scope if run.request is not None else None
         fits, scores, scope = carried(run, ssn, view, task)
         if fits is not None:
             seen["fits carried"] += 1
