@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kaipolicy.actions import consolidation, ordering
+from kaipolicy.actions import consolidation, ordering, placement
 from kaipolicy.actions.solver import filters, placing, proofs, solve, victim_queue, views
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.errors import KaipolicyError
@@ -58,6 +58,7 @@ SHORTCUTS = {
     "queue keys remembered by allocation, request and victims": (session, "SHARE_KEYED_QUEUE_KEYS"),
     "reclaim scenarios proven refused are not simulated": (proofs, "REFUSALS_PROVEN"),
     "a preemptor's placement proven, not run, where a refusal after it is certain": (placing, "PLACEMENTS_PROVEN"),
+    "a run's fit masks and scores carried to its next pod": (placement, "SCORES_CARRIED"),
 }
 PROVEN = "proportion/reclaim-strategies"   # the rule whose refusals the solver proves
 
