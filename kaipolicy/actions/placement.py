@@ -170,7 +170,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
                 scores = ssn.rescored(task, job, nodes, view, carried, run.pos) if fits[run.pos] else carried
             if scores is None:
                 scores = ssn.node_scores(task, job, nodes, fits)
-            ranking = _Ranking(best_first(scores, fits, view.index, SCALAR_PROBES, view.every))
+            ranking = _Ranking(best_first(scores, fits, view.index, SCALAR_PROBES, view.rows_ascending()))
         verdicts: dict[int, Outcome | None] = {}   # by position in `nodes`, once judged as a vector
         k = 0
         while (i := ranking.at(k)) is not None:
@@ -235,9 +235,10 @@ def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes
                in_row_order: bool = False) -> Iterator[int]:
     """Positions of the allowed nodes, highest score first and equal scores by table row (node
     name), as lexsort orders them: the first `probes` picked one at a time, the rest sorted
-    only if asked for. `in_row_order`: the rows are known to ascend (every node, in order)."""
+    only if asked for. `in_row_order`: the rows are known to ascend (else ties are broken by
+    looking the rows up, which gives the same order)."""
     masked = np.where(allowed, scores, -np.inf)
-    in_row_order = in_row_order or len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
+    in_row_order = in_row_order or len(rows) < 2
     picked: list[int] = []
     for _ in range(probes):
         pick = int(masked.argmax())     # the first of equal maxima (or the first NaN)

@@ -52,6 +52,16 @@ class NodeVector:
         """The i-th chosen node (without building the whole list)."""
         return self.table.nodes[int(self._idx[i])]
 
+    def rows_ascending(self) -> bool:
+        """Whether the chosen nodes are in table order (known once per node list)."""
+        if self.every:
+            return True
+        known = self.kept.get("rows ascending")
+        if known is None:
+            idx = self._idx
+            known = self.kept["rows ascending"] = len(idx) < 2 or bool((idx[1:] > idx[:-1]).all())
+        return bool(known)
+
     def part_of(self, rows: np.ndarray) -> NodeVector:
         """The view's nodes at positions `rows` (ascending), scored against the whole view."""
         part = NodeVector(self.table, self._idx[rows])
