@@ -56,6 +56,7 @@ class SessionRule:
         "calls",
         "field_reads",
         "file",
+        "fixed_for_pod",
         "head_call",
         "hook_name",
         "label",
@@ -102,6 +103,7 @@ class SessionRule:
         self.total = rule.total
         self.field_reads = rule.field_reads
         self.alike_scopes = rule.alike_scopes
+        self.fixed_for_pod = rule.fixed_for_pod
         self.message = bound.message
         self.vectorizable = bool(rule.vectorizable and bound.vector is not None)
 

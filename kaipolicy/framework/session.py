@@ -37,6 +37,10 @@ from kaipolicy.framework.verdicts import ScoreSheet
 WHOLE_JOB_KEYS_BY_COUNT = True
 SHARE_KEYED_QUEUE_KEYS = True
 
+#: Keep each pod's order key for the session when the task-order rules read only its fields that
+#: never change (False: evaluate them at every sort; the tests compare both).
+TASK_KEYS_KEPT = True
+
 
 class Rule(Protocol):
     """What the framework needs of a compiled rule (see kaipolicy.rules); `vector` is called only
@@ -93,6 +97,8 @@ class Session:
         self._whole_job_keys: dict[tuple[str, int], tuple[Any, ...]] = {}
         self._job_key_attrs: tuple[str, ...] | None = None    # see add_rules
         self._job_keys_by_fields: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._task_keys: dict[str, tuple[Any, ...]] = {}
+        self._task_keys_fixed = False
         self._queue_keys_by_share = False
         self._summing_scores = False     # see add_rules
         self._lone_unscored = False
@@ -184,6 +190,11 @@ class Session:
         self._job_keys.clear()
         self._whole_job_keys.clear()
         self._job_keys_by_fields.clear()
+        # A pod's order key is its own all session long when every task-order rule reads only the
+        # pod's fields that never change and its arguments (rules/alike.py); no shadow rule runs.
+        self._task_keys_fixed = (TASK_KEYS_KEPT and not self.shadow["taskOrder"]
+                                 and all(getattr(r, "fixed_for_pod", False) for r in self.hooks["taskOrder"]))
+        self._task_keys.clear()
 
     # ---- state changes (called by the Statement) ----------------------------------------------
     def statement(self) -> Statement:
@@ -389,7 +400,14 @@ class Session:
         return key
 
     def task_key(self, task: Task, job: Job) -> tuple[Any, ...]:
-        return (*self._key("taskOrder", self._env(task=task, job=job)), task.created, task.uid)
+        if self._task_keys_fixed and self.coverage is None:
+            kept = self._task_keys.get(task.uid)
+            if kept is not None:
+                return kept
+        key = (*self._key("taskOrder", self._env(task=task, job=job)), task.created, task.uid)
+        if self._task_keys_fixed and self.coverage is None and not self.key_failed(key):
+            self._task_keys[task.uid] = key     # (a failed key is asked again: that records the error again)
+        return key
 
     def pod_set_key(self, pod_set: PodSet, job: Job) -> tuple[Any, ...]:
         return (*self._key("podSetOrder", self._env(podSet=pod_set, job=job)), pod_set.name)

@@ -40,29 +40,55 @@ def carried_scopes(trees: Mapping[str, t.Expr], names: Sequence[str], vocabulary
     run (empty when it calls none), or None when it may not. The message is not looked at (a
     score has none that counts)."""
     scopes: list[Scope] = []
-    for key, tree in trees.items():
-        if key != "message" and not _alike(tree, None, set(names), vocabulary, scopes):
-            return None
-    return tuple(scopes)
+    walker = _Walker(set(names), vocabulary, {**FIXED_FIELDS, "node": None}, lambda spec: spec.per_node, scopes)
+    if all(walker.fixed(tree, None) for key, tree in trees.items() if key != "message"):
+        return tuple(scopes)
+    return None
 
 
-def _alike(node: t.Expr, parent: t.Expr | None, names: set[str], vocabulary: Vocabulary, scopes: list[Scope]) -> bool:
-    if isinstance(node, t.Ident):
-        if node.name == "node" or node.name not in names and node.name != "cluster":
-            return True     # the node itself, the arguments, literals' names, a comprehension's variable
-        # the pod, its job and the session: only through a fixed field or a per-node function
-        if isinstance(parent, (t.Select, t.Has)):
-            return parent.field in FIXED_FIELDS.get(node.name, ())
-        return isinstance(parent, t.Call) and parent.function in vocabulary.functions \
-            and vocabulary.functions[parent.function].per_node
-    if isinstance(node, t.Call) and node.function in vocabulary.functions:
-        spec = vocabulary.functions[node.function]
-        if not spec.per_node:
-            return False
-        if spec.scope_key is not None:
-            rest = [a for a in node.args if not (isinstance(a, t.Ident) and (a.name in names or a.name == "cluster"))]
-            if not all(isinstance(a, t.Literal) for a in rest):
-                return False    # compared against a set chosen at run time
-            scopes.append((spec.scope_key, tuple(a.value for a in rest if isinstance(a, t.Literal))))
-        return all(_alike(a, node, names, vocabulary, scopes) for a in node.args)
-    return all(_alike(c, node, names, vocabulary, scopes) for c in node.children())
+#: Pod fields that its status changes move.
+MOVING_TASK_FIELDS = frozenset({"status"})
+
+
+def fixed_for_the_pod(trees: Mapping[str, t.Expr], names: Sequence[str], vocabulary: Vocabulary,
+                      task_fields: frozenset[str]) -> bool:
+    """Whether a rule's value (the message aside) reads nothing but the pod's fields that never
+    change (`task_fields` less its status) and its arguments: no other hook value, no session,
+    no vocabulary function. Its value for a pod is then the same all session long."""
+    walker = _Walker(set(names), vocabulary, {"task": task_fields - MOVING_TASK_FIELDS}, lambda spec: False, [])
+    return all(walker.fixed(tree, None) for key, tree in trees.items() if key != "message")
+
+
+class _Walker:
+    """Whether an expression reads the hook's values only through the `allowed` fields (None: any
+    use of that value), and the session only through functions `function_ok` accepts; collects
+    the set-relative calls' scopes."""
+
+    def __init__(self, names: set[str], vocabulary: Vocabulary, allowed: Mapping[str, frozenset[str] | None],
+                 function_ok: Callable[[Any], bool], scopes: list[Scope]) -> None:
+        self.names, self.vocabulary, self.allowed = names, vocabulary, allowed
+        self.function_ok, self.scopes = function_ok, scopes
+
+    def fixed(self, node: t.Expr, parent: t.Expr | None) -> bool:
+        names, functions = self.names, self.vocabulary.functions
+        if isinstance(node, t.Ident):
+            if node.name not in names and node.name != "cluster":
+                return True     # the arguments, a namespace, a comprehension's variable
+            if node.name in self.allowed and self.allowed[node.name] is None:
+                return True     # any use of it
+            # only through an allowed field, or as an argument to an accepted function
+            if isinstance(parent, (t.Select, t.Has)):
+                return parent.field in (self.allowed.get(node.name) or ())
+            return isinstance(parent, t.Call) and parent.function in functions \
+                and self.function_ok(functions[parent.function])
+        if isinstance(node, t.Call) and node.function in functions:
+            spec = functions[node.function]
+            if not self.function_ok(spec):
+                return False
+            if spec.scope_key is not None:
+                rest = [a for a in node.args if not (isinstance(a, t.Ident) and (a.name in names or a.name == "cluster"))]
+                if not all(isinstance(a, t.Literal) for a in rest):
+                    return False    # compared against a set chosen at run time
+                self.scopes.append((spec.scope_key, tuple(a.value for a in rest if isinstance(a, t.Literal))))
+            return all(self.fixed(a, node) for a in node.args)
+        return all(self.fixed(c, node) for c in node.children())

@@ -13,7 +13,7 @@ from typing import Any
 
 from kaipolicy.framework.hooks import Form, HookKind
 from kaipolicy.rules import tree as t
-from kaipolicy.rules.alike import carried_scopes
+from kaipolicy.rules.alike import carried_scopes, fixed_for_the_pod
 from kaipolicy.rules.cost import RUNTIME_BUDGET, Meter
 from kaipolicy.rules.emit import FIELDS, HELPERS, METER, Emitter, Namespace
 from kaipolicy.rules.runtime import EvalError, failure
@@ -81,6 +81,8 @@ class CompiledRule:
     # the set-relative calls, when it scores the other nodes alike for the next pod of a run
     # (rules/alike.py); else None
     alike_scopes: tuple[Any, ...] | None = None
+    # its value reads only the pod's fields that never change and its arguments (rules/alike.py)
+    fixed_for_pod: bool = False
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -160,7 +162,9 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
                         head_call(trees), values.get("_make_vector_raw"), *uses(trees, vocabulary),
                         all(is_total(tree, types) for key, tree in trees.items() if key != "message"),
                         plain_field_reads(trees, hook.names, vocabulary, types),
-                        carried_scopes(trees, hook.names, vocabulary))
+                        carried_scopes(trees, hook.names, vocabulary),
+                        "Task" in types and fixed_for_the_pod(trees, hook.names, vocabulary,
+                                                              frozenset(types["Task"].fields)))
 
 
 #: Field types whose values are plain, hashable and compared by value.

@@ -1,13 +1,17 @@
 """Which node-order rules score the other nodes alike for the next pod of a run (so that a run's
 scores may be carried from one pod to the next, only the node the last pod landed on scored
-again), and what the set-relative ones among them compare against."""
+again), and what the set-relative ones among them compare against; which task-order rules give
+a pod the same key all session long."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from kaipolicy.cycle import open_session
+from kaipolicy.framework.config import config_from
 from kaipolicy.rules import load_bundle
 from kaipolicy.rules.standard import VOCABULARY
+from tests.unit.helpers import job, node, scenario
 
 POLICIES = Path(__file__).resolve().parents[3] / "policies"
 
@@ -69,3 +73,47 @@ def test_the_default_node_order_rules_are_carried_against_the_bin_packing_bounds
     assert node_order and all(r.alike_scopes is not None for r in node_order)
     literals = {args for r in node_order for _, args in r.alike_scopes}
     assert literals == {("gpu",), ("cpu",)}
+
+
+#: task-order key -> whether it reads only the pod's fields that never change
+KEYS = {
+    "labels": ("'p' in task.labels ? [1] : [0]", True),
+    "name": ("[size(task.name), task.gpus > 0.5 ? 1 : 0]", True),
+    "status": ("[task.status == 'Pending' ? 0 : 1]", False),
+    "job": ("[job.priority]", False),
+    "whole-pod": ("[size([task])]", False),
+    "argument": ("[args.rank]", True),
+}
+
+
+def test_a_task_key_is_kept_exactly_when_it_reads_only_the_pods_fixed_fields(tmp_path: Path) -> None:
+    cases = KEYS
+    rules = "\n".join(f'  - {{name: {name}, hook: taskOrder, key: "{expr}"}}' for name, (expr, _) in cases.items())
+    (tmp_path / "keys.yaml").write_text("plugin: keys\narguments:\n  rank: {type: int, default: 1}\nrules:\n" + rules + "\n")
+    bundle = load_bundle([POLICIES, tmp_path], VOCABULARY)
+    found = {r.name: r.fixed_for_pod for r in bundle.plugins["keys"].rules}   # type: ignore[attr-defined]
+    assert found == {name: fixed for name, (_, fixed) in cases.items()}
+
+
+def test_the_default_task_order_rules_give_a_pod_its_key_for_the_session() -> None:
+    bundle = load_bundle([POLICIES], VOCABULARY)
+    task_order = [r for p in bundle.plugins.values() for r in p.rules if r.hook.name == "taskOrder"]
+    assert task_order and all(r.fixed_for_pod for r in task_order)
+
+
+def test_a_kept_key_is_the_rules_own_and_a_failing_one_is_asked_again(tmp_path: Path) -> None:
+    (tmp_path / "keys.yaml").write_text(
+        "plugin: keys\nrules:\n  - {name: parsed, hook: taskOrder, key: \"[int(task.labels['rank'])]\"}\n")
+    bundle = load_bundle([POLICIES, tmp_path], VOCABULARY)
+    pods = [{"state": "Pending", "labels": {"rank": "3"}}, {"state": "Pending", "labels": {"rank": "x"}}]
+    scn = scenario([node("n0")], [job("j", tasks=pods)])
+    config = config_from({"tiers": [{"plugins": [{"name": "keys"}]}]}, actions=["allocate"])
+    ssn = open_session(scn.snapshot(), config, bundle)
+    j = ssn.cluster.jobs["j"]
+    good, bad = sorted(j.tasks.values(), key=lambda t: t.name)
+    first = ssn.task_key(good, j)
+    assert ssn.task_key(good, j) is first     # kept
+    errors = len(ssn.errors)
+    ssn.task_key(bad, j)
+    ssn.task_key(bad, j)
+    assert len(ssn.errors) == errors + 2    # not kept: each ask records the error
