@@ -152,8 +152,11 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
                           deniedBy={"rule": pre.rule, "message": pre.message})
         return False
     view = ssn.table.view(nodes)
-    count = ssn.table.change_count()
-    fits, carried, scope = run.carried(ssn, view, task) if run is not None else (None, None, None)
+    if run is not None:
+        count = ssn.table.change_count()
+        fits, carried, scope = run.carried(ssn, view, task)
+    else:
+        count, fits, carried, scope = 0, None, None, None
     scores: np.ndarray | None = None
     if fits is None:
         fits = fits_mask(view, task, with_releasing=True)
@@ -170,7 +173,7 @@ def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job
                 scores = ssn.rescored(task, job, nodes, view, carried, run.pos) if fits[run.pos] else carried
             if scores is None:
                 scores = ssn.node_scores(task, job, nodes, fits)
-            ranking = _Ranking(best_first(scores, fits, view.index, SCALAR_PROBES, view.rows_ascending()))
+            ranking = _Ranking(best_first(scores, fits, view.index, SCALAR_PROBES, view.every or view.rows_ascending()))
         verdicts: dict[int, Outcome | None] = {}   # by position in `nodes`, once judged as a vector
         k = 0
         while (i := ranking.at(k)) is not None:
