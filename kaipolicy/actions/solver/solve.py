@@ -531,7 +531,7 @@ def _preemptor_cannot_fit(solver: JobSolver, preemptor: Job, nodes: list[Node], 
     alike = {t.request: t for t in tasks}
     if not FITS_FROM_BEFORE or len(touched) > TOUCHED_ASKED:
         view = ssn.table.view(nodes)
-        return any(not fits_mask(view, t, with_releasing=True).any() for t in tasks)
+        return any(not fits_mask(view, t, with_releasing=True).any() for t in alike.values())
     before = solver.fitting_before
     for req, t in alike.items():
         known = before.get(req)
