@@ -163,8 +163,7 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
                         all(is_total(tree, types) for key, tree in trees.items() if key != "message"),
                         plain_field_reads(trees, hook.names, vocabulary, types),
                         carried_scopes(trees, hook.names, vocabulary),
-                        "Task" in types and fixed_for_the_pod(trees, hook.names, vocabulary,
-                                                              frozenset(types["Task"].fields)))
+                        fixed_for_the_pod(trees, hook.names, vocabulary))
 
 
 #: Field types whose values are plain, hashable and compared by value.

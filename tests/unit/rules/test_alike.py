@@ -117,3 +117,15 @@ def test_a_kept_key_is_the_rules_own_and_a_failing_one_is_asked_again(tmp_path: 
     ssn.task_key(bad, j)
     ssn.task_key(bad, j)
     assert len(ssn.errors) == errors + 2    # not kept: each ask records the error
+
+
+def test_every_field_of_the_model_is_classed_as_fixed_or_moving() -> None:
+    # a field added to the model must be classed here before rules reading it are carried or kept
+    from kaipolicy.rules.alike import FIXED_FIELDS, FIXED_POD_FIELDS, TASK_FIELDS
+    from kaipolicy.rules.standard import TYPES
+    moving = {"Task": {"status"}, "Job": {"elasticState"}, "PodSet": {"allocated", "gangSatisfied", "allocationRatio"},
+              "Queue": set(), "SubGroup": set()}
+    assert set(TYPES["Task"].fields) == FIXED_POD_FIELDS | moving["Task"]
+    assert TASK_FIELDS <= FIXED_POD_FIELDS
+    for var, spec in (("job", "Job"), ("podSet", "PodSet"), ("queue", "Queue"), ("subGroup", "SubGroup")):
+        assert set(TYPES[spec].fields) == FIXED_FIELDS[var] | moving[spec], spec
