@@ -9,6 +9,10 @@ whose value at a node reads only that node, the pod's request, the job's and the
 fields, its arguments, and functions declared `per_node` gives every other node the same value
 for the next pod. A `per_node` function that also compares against the whole node set (its
 `scope_key`) does so while what it compares against stays the same.
+
+The same reading decides whether a rule gives a pod the same value all session long
+(`fixed_for_the_pod`, for task-order keys): it reads only the pod's fields that never change.
+Fields are allowed by name: a field added to the model is read as moving until it is listed.
 """
 
 from __future__ import annotations
