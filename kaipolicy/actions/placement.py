@@ -121,21 +121,21 @@ class _Run:
     def carried(self, ssn: Session, view: NodeVector, task: Task) -> tuple[np.ndarray | None, np.ndarray | None, Any]:
         """The next pod's fit mask and scores, each None when it must be worked out afresh, and
         the scores' scope now."""
+        scope = ssn.score_scope(view)     # (reads the table, marks nothing)
         if self.request is None or task.request != self.request:
-            return None, None, ssn.score_scope(view)
+            return None, None, scope
         landed = view.index[self.pos]
         changed = ssn.table.changed_since(self.count)
         if changed is None or any(row != landed for row in changed):
-            return None, None, ssn.score_scope(view)
+            return None, None, scope
         fits = self.fits.copy()
         fits[self.pos] = view.node(self.pos).fits_idle_or_releasing(task)
-        scope = ssn.score_scope(view)
         scores = self.scores if scope is not None and scope == self.scope else None
         return fits, scores, scope
 
     def placed(self, task: Task, fits: np.ndarray, scores: np.ndarray | None, scope: Any, pos: int, count: int) -> None:
-        self.request, self.fits, self.pos, self.count = task.request, fits, pos, count
-        self.scores, self.scope = (scores, scope) if scope is not None else (None, None)
+        self.request, self.fits, self.scores, self.scope = task.request, fits, scores, scope
+        self.pos, self.count = pos, count
 
 
 def allocate_task(ssn: Session, stmt: Statement, nodes: Sequence[Node], job: Job, task: Task,

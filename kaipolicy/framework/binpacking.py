@@ -15,7 +15,7 @@ def over_view(node: NodeVector, free_col: str, alloc_col: str, resource: str) ->
     """`scores` over a view's nodes, of the resource whose free and allocatable columns are named;
     for a view of some of the scored nodes (its `scope`), against the whole set's least and most
     free (the same operations on each node's own values, so the same bits)."""
-    span, counted = _kept_bounds(node.scope if node.scope is not None else node, free_col, alloc_col)
+    span, counted = _set_bounds(node, free_col, alloc_col)
     if span is None:
         return np.zeros(len(node))
     if not node.every:
@@ -39,7 +39,12 @@ def over_view(node: NodeVector, free_col: str, alloc_col: str, resource: str) ->
 def span(node: NodeVector, free_col: str, alloc_col: str) -> tuple[float, float] | None:
     """The least and most free counted node of the view's node set (its `scope` for a part):
     what `over_view` scores each node against."""
-    return _kept_bounds(node.scope if node.scope is not None else node, free_col, alloc_col)[0]
+    return _set_bounds(node, free_col, alloc_col)[0]
+
+
+def _set_bounds(node: NodeVector, free_col: str, alloc_col: str) -> tuple[tuple[float, float] | None, Counted]:
+    """`_kept_bounds` of the whole node set a view is scored in (its `scope` for a part)."""
+    return _kept_bounds(node.scope if node.scope is not None else node, free_col, alloc_col)
 
 
 def _kept_bounds(nodes: NodeVector, free_col: str, alloc_col: str) -> tuple[tuple[float, float] | None, Counted]:

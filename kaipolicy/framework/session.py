@@ -400,12 +400,11 @@ class Session:
         return key
 
     def task_key(self, task: Task, job: Job) -> tuple[Any, ...]:
-        if self._task_keys_fixed and self.coverage is None:
-            kept = self._task_keys.get(task.uid)
-            if kept is not None:
-                return kept
+        keep = self._task_keys_fixed and self.coverage is None
+        if keep and (kept := self._task_keys.get(task.uid)) is not None:
+            return kept
         key = (*self._key("taskOrder", self._env(task=task, job=job)), task.created, task.uid)
-        if self._task_keys_fixed and self.coverage is None and not self.key_failed(key):
+        if keep and not self.key_failed(key):
             self._task_keys[task.uid] = key     # (a failed key is asked again: that records the error again)
         return key
 

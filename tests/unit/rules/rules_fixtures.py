@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from celpy import celtypes
 
+from kaipolicy.rules import Bundle, load_bundle
+from kaipolicy.rules.standard import VOCABULARY
 from kaipolicy.rules.vocabulary import FunctionSpec, Vocabulary, type_spec
+
+POLICIES = Path(__file__).resolve().parents[3] / "policies"
 
 
 @dataclass
@@ -110,3 +116,13 @@ def same(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return bool(a == b)
 
+
+
+def node_order_cases(tmp_path: Path, cases: Mapping[str, str], extra: str = "") -> Bundle:
+    """The default bundle and a plugin `cases` of node-order rules (name -> score expression,
+    then the `extra` rule lines), with a double argument `weight` and a string `resource`."""
+    rules = "\n".join(f'  - {{name: {name}, hook: nodeOrder, score: "{expr}"}}' for name, expr in cases.items())
+    text = ("plugin: cases\narguments:\n  weight: {type: double, default: 1.0}\n"
+            "  resource: {type: string, default: gpu}\nrules:\n" + rules + "\n" + extra)
+    (tmp_path / "cases.yaml").write_text(text)
+    return load_bundle([POLICIES, tmp_path], VOCABULARY)

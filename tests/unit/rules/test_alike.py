@@ -12,6 +12,7 @@ from kaipolicy.framework.config import config_from
 from kaipolicy.rules import load_bundle
 from kaipolicy.rules.standard import VOCABULARY
 from tests.unit.helpers import job, node, scenario
+from tests.unit.rules.rules_fixtures import node_order_cases
 
 POLICIES = Path(__file__).resolve().parents[3] / "policies"
 
@@ -43,11 +44,7 @@ CASES = {
 
 
 def _rules(tmp_path: Path, extra: str = "") -> dict[str, object]:
-    rules = "\n".join(f'  - {{name: {name}, hook: nodeOrder, score: "{expr}"}}' for name, (expr, _) in CASES.items())
-    text = ("plugin: cases\narguments:\n  weight: {type: double, default: 1.0}\n"
-            "  resource: {type: string, default: gpu}\nrules:\n" + rules + "\n" + extra)
-    (tmp_path / "cases.yaml").write_text(text)
-    bundle = load_bundle([POLICIES, tmp_path], VOCABULARY)
+    bundle = node_order_cases(tmp_path, {name: expr for name, (expr, _) in CASES.items()}, extra)
     return {r.name: r for r in bundle.plugins["cases"].rules}   # type: ignore[attr-defined]
 
 

@@ -13,6 +13,7 @@ from kaipolicy.framework.config import config_from
 from kaipolicy.rules import load_bundle
 from kaipolicy.rules.standard import VOCABULARY
 from tests.unit.helpers import job, node, scenario
+from tests.unit.rules.rules_fixtures import node_order_cases
 
 POLICIES = Path(__file__).resolve().parents[3] / "policies"
 
@@ -38,11 +39,7 @@ CASES = {
 
 
 def _bundle(tmp_path: Path) -> object:
-    rules = "\n".join(f'  - {{name: {name}, hook: nodeOrder, score: "{expr}"}}' for name, (expr, _) in CASES.items())
-    text = ("plugin: cases\narguments:\n  weight: {type: double, default: 1.0}\n"
-            "  resource: {type: string, default: gpu}\nrules:\n" + rules + "\n")
-    (tmp_path / "cases.yaml").write_text(text)
-    return load_bundle([POLICIES, tmp_path], VOCABULARY)
+    return node_order_cases(tmp_path, {name: expr for name, (expr, _) in CASES.items()})
 
 
 def test_a_rule_is_total_exactly_when_nothing_in_it_can_fail(tmp_path: Path) -> None:
