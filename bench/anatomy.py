@@ -64,7 +64,6 @@ class Watch:
     # set by the inner wrappers for the simulation being run
     cannot_fit: bool = False
     proven: bool = False
-    placed: object = None
     all_back: bool = False
 
 
@@ -98,14 +97,13 @@ def watch_solver() -> Watch:
         return w.proven
 
     def allocate_wrapped(solver: Any, scenario: Any, stmt: Any, nodes: Any, victims: list[Task]) -> Any:
-        w.placed = allocate(solver, scenario, stmt, nodes, victims)
+        out = allocate(solver, scenario, stmt, nodes, victims)
         w.all_back = all(t.status != Status.RELEASING for t in victims)
-        return w.placed
+        return out
 
     def simulate_wrapped(solver: Any, scenario: Any, stmt: Any, feasible: Any, victims: list[Task],
                          provable: bool) -> Any:
         w.cannot_fit = w.proven = w.all_back = False
-        w.placed = None
         shared = "fraction among the victims" if any(t.request.is_shared for t in victims) else "whole GPUs or CPU"
         apart = "each victim on its own node" if len({t.node for t in victims}) == len(victims) else "victims share a node"
         t0 = time.perf_counter()

@@ -117,7 +117,6 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-
 def node_order_cases(tmp_path: Path, cases: Mapping[str, str], extra: str = "") -> Bundle:
     """The default bundle and a plugin `cases` of node-order rules (name -> score expression,
     then the `extra` rule lines), with a double argument `weight` and a string `resource`."""

@@ -12,9 +12,7 @@ from kaipolicy.framework.config import config_from
 from kaipolicy.rules import load_bundle
 from kaipolicy.rules.standard import VOCABULARY
 from tests.unit.helpers import job, node, scenario
-from tests.unit.rules.rules_fixtures import node_order_cases
-
-POLICIES = Path(__file__).resolve().parents[3] / "policies"
+from tests.unit.rules.rules_fixtures import POLICIES, node_order_cases
 
 #: expression -> the literal arguments of its set-relative calls, or None when it is not carried
 CASES = {

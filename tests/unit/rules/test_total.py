@@ -13,9 +13,7 @@ from kaipolicy.framework.config import config_from
 from kaipolicy.rules import load_bundle
 from kaipolicy.rules.standard import VOCABULARY
 from tests.unit.helpers import job, node, scenario
-from tests.unit.rules.rules_fixtures import node_order_cases
-
-POLICIES = Path(__file__).resolve().parents[3] / "policies"
+from tests.unit.rules.rules_fixtures import POLICIES, node_order_cases
 
 CASES = {
     # total: typed fields, comparisons, booleans, double arithmetic, conditionals, safe functions
