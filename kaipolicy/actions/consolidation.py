@@ -17,7 +17,7 @@ from kaipolicy.actions.eviction_loop import solve_in_order
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue
 from kaipolicy.actions.preempt import has_live_pod
 from kaipolicy.actions.signatures import FailedSignatures
-from kaipolicy.actions.solver import JobSolver, Scenario, feasible_nodes
+from kaipolicy.actions.solver import AnyScenario, JobSolver, feasible_nodes
 from kaipolicy.actions.solver.filters import free_gpus
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
@@ -39,7 +39,7 @@ def consolidation(ssn: Session) -> None:
     solve_in_order(ssn, ACTION, "consolidated", order, failed, lambda job: _attempt(ssn, job))
 
 
-def all_placed_again(job: Job, scenario: Scenario) -> Outcome:
+def all_placed_again(job: Job, scenario: AnyScenario) -> Outcome:
     for victim in scenario.victims:
         if any(t.status == Status.RELEASING for t in victim.tasks):
             return Outcome(Code.DENY, RULE, f"a victim of {victim.job.name} would not be placed again")

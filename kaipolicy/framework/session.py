@@ -120,6 +120,8 @@ class Session:
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
         self.labelled: dict[str, LabelledUsage] = {}   # GPUs per queue by node label, once a rule asks
         self.errors: list[Outcome] = []
+        # while work is done ahead of its turn (see hold_errors): the held errors' audit fields
+        self._held: list[tuple[str, str, str, str]] | None = None
         # (what, action): jobs tried, scenarios simulated and filtered (the reference's counters)
         self.tally: Counter[tuple[str, str]] = Counter()
         self.plugin_seconds: dict[str, float] = {}   # binding each plugin's rules at session open
@@ -314,10 +316,37 @@ class Session:
         reason = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
         out = Outcome(Code.ERROR, rule.label, f"{rule.file}:{rule.line}: {what}{reason}")
         self.errors.append(out)
-        self.audit.error(rule.label, out.message, rule.hook_name, self.action)
+        if self._held is not None:
+            self._held.append((rule.label, out.message, rule.hook_name, self.action))
+        else:
+            self.audit.error(rule.label, out.message, rule.hook_name, self.action)
         if self.coverage is not None:
             self.coverage.hit(rule.label)
         return out
+
+    # ---- work done ahead of its turn ------------------------------------------------------------
+    # The eviction solver builds scenarios ahead of their simulation. A rule error recorded while
+    # building one must be recorded where the scenario's turn comes, and not at all if the search
+    # ends before it: it is held, taken out of the record, and put back (or dropped) by the solver.
+    def hold_errors(self) -> int:
+        """From now on, errors are still listed (the code recording one reads it back at once) but
+        not audited; returns the mark `held_errors` takes them back from."""
+        self._held = []
+        return len(self.errors)
+
+    def held_errors(self, mark: int) -> list[tuple[Outcome, tuple[str, str, str, str]]]:
+        """The errors recorded since `hold_errors` returned `mark`, taken out of the record, with
+        their audit fields; errors are recorded as usual again."""
+        held = list(zip(self.errors[mark:], self._held or []))
+        del self.errors[mark:]
+        self._held = None
+        return held
+
+    def record_held(self, held: list[tuple[Outcome, tuple[str, str, str, str]]]) -> None:
+        """Record errors taken out by `held_errors`, as they were recorded then."""
+        for out, fields in held:
+            self.errors.append(out)
+            self.audit.error(*fields)
 
     def _message(self, rule: Rule, values: Sequence[Any], fallback: str) -> str:
         """A denying rule's message; one that fails is a recorded rule error and the denial

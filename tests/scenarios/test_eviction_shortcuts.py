@@ -48,6 +48,7 @@ SHORTCUTS = {
     "jobs that take no part, next in the leaf just popped, passed over in one pass": (solve, "RUNS_PASSED_OVER"),
     "where the preemptor fits after the evictions read from where it fitted before them": (solve, "FITS_FROM_BEFORE"),
     "the turns of a simulation read from the queue keys where they settle them": (solve, "TURNS_FROM_KEYS"),
+    "recorded victims evicted once for a run of scenarios built ahead": (solve, "RECORDED_EVICTED_ONCE"),
     "victims of several queues in turns read from the keys": (solve, "QUEUES_INTERLEAVED"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
@@ -164,6 +165,16 @@ def test_random_clusters_are_where_turns_get_read_from_the_keys() -> None:
         res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
         settled += sum(n for (what, _), n in res.last.tally.items() if what == "turns from keys") > 0
     assert settled >= 3
+
+
+def test_clusters_under_reclaim_pressure_are_where_scenarios_get_built_ahead() -> None:
+    # the comparisons above mean something for RECORDED_EVICTED_ONCE only if gangs' later pods
+    # search with recorded victims there
+    ahead = 0
+    for seed in PRESSURE[:100]:
+        res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
+        ahead += res.last.tally["built ahead", "reclaim"] > 0
+    assert ahead >= 3
 
 
 def _bench(name: str) -> Any:

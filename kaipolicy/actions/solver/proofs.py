@@ -21,7 +21,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from kaipolicy.actions.solver.scenario import Scenario
+from kaipolicy.actions.solver.scenario import AnyScenario
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES
 from kaipolicy.api.resources import RequestType
@@ -66,14 +66,14 @@ class ReclaimRefusals:
             return None
         return ReclaimRefusals(ssn, rules[0].label)
 
-    def refuses(self, scenario: Scenario, nodes: Sequence[Node], evicted: Sequence[Task]) -> bool:
+    def refuses(self, scenario: AnyScenario, nodes: Sequence[Node], evicted: Sequence[Task]) -> bool:
         """True when every simulation of these evictions that places the preemptor is refused.
         Called with the evictions applied; records the refusal as the validator would."""
         jobs = self.ssn.cluster.jobs
         if victim_pending(self.ssn, evicted):
             return False
         preemptor = tasks_to_allocate(self.ssn, scenario.preemptor, False)
-        if not all(map(placed_alike, preemptor)) or not all(map(_placed_back_alike, evicted)):
+        if not all(map(placed_alike, preemptor)) or not all(map(placed_back_alike, evicted)):
             return False
         if self.skip_reallocated:
             doomed = [t for t in evicted if t.status == Status.RELEASING and self._is_protected(scenario, jobs[t.job].queue)]
@@ -84,7 +84,7 @@ class ReclaimRefusals:
             self._record("proven")
         return proven
 
-    def refused_after_preemptor(self, scenario: Scenario, nodes: Sequence[Node], victims: Sequence[Task],
+    def refused_after_preemptor(self, scenario: AnyScenario, nodes: Sequence[Node], victims: Sequence[Task],
                                 waiting: Collection[str]) -> bool:
         """True when the validator must refuse however the victim jobs still to take their turn
         (`waiting`, by uid) are placed back: the preemptor has just been placed. Records the
@@ -94,7 +94,7 @@ class ReclaimRefusals:
         self._record("cut short")
         return True
 
-    def refused_once_placed(self, scenario: Scenario, nodes: Sequence[Node], victims: Sequence[Task],
+    def refused_once_placed(self, scenario: AnyScenario, nodes: Sequence[Node], victims: Sequence[Task],
                             waiting: Collection[str], taking: float) -> bool:
         """refused_after_preemptor asked at the preemptor's turn, before its placement, which takes
         `taking` whole GPUs: the bounds see the cluster as it is before (a victim that fits
@@ -107,14 +107,14 @@ class ReclaimRefusals:
         """A refusal proven before the preemptor's placement, counted as the validator counts its own."""
         self._record("cut short before placing")
 
-    def _refused(self, scenario: Scenario, nodes: Sequence[Node], victims: Sequence[Task],
+    def _refused(self, scenario: AnyScenario, nodes: Sequence[Node], victims: Sequence[Task],
                  waiting: Collection[str], taking: float) -> bool:
         ssn = self.ssn
         if victim_pending(ssn, victims):
             return False
         evicted = [t for t in victims if t.status == Status.RELEASING]
         if self.skip_reallocated:
-            if not all(_placed_back_alike(t) for t in evicted if t.job in waiting):
+            if not all(placed_back_alike(t) for t in evicted if t.job in waiting):
                 return False
             if not evicted or not self._may_refuse(scenario, evicted):
                 return False
@@ -134,7 +134,7 @@ class ReclaimRefusals:
             ssn.coverage.hit(self.label)
         ssn.tally[how, ssn.action] += 1
 
-    def _may_refuse(self, scenario: Scenario, evicted: list[Task]) -> bool:
+    def _may_refuse(self, scenario: AnyScenario, evicted: list[Task]) -> bool:
         """Refused when every evicted pod stays out, the bounds' worst case: each queue gives up
         the most it can (the saturation check fails more, the more a sibling gives up, and is asked
         of more resources). A cheap test before the fit masks of `_left_evicted`."""
@@ -166,7 +166,7 @@ class ReclaimRefusals:
                 maybe += tasks
         return sure, maybe, free
 
-    def _is_protected(self, scenario: Scenario, queue: str) -> bool:
+    def _is_protected(self, scenario: AnyScenario, queue: str) -> bool:
         """Neither chunk strategy holds for the queue's first chunk (taken at its full allocation)."""
         request = scenario.request
         key = (queue, tuple(request[r] for r in sorted(request)))
@@ -199,7 +199,7 @@ def placed_alike(task: Task) -> bool:
     return not req.is_shared and not req.mig and task.accepted == req
 
 
-def _placed_back_alike(task: Task) -> bool:
+def placed_back_alike(task: Task) -> bool:
     """A victim pod that a placement anywhere leaves with the grant it has: its request (whole
     GPUs, CPU only), or for a fraction the same share of a device (only the device's size in MiB
     can differ, which nothing reads); a GPU-memory request's share depends on the device."""
@@ -264,7 +264,7 @@ class _RefusalBounds:
     saturation check fails against a sibling with what that sibling surely gives up and the
     most the reclaimer's own branch could give (the saturation multiplier taken as 1, its least)."""
 
-    def __init__(self, proof: ReclaimRefusals, scenario: Scenario, sure: list[Task], maybe: list[Task],
+    def __init__(self, proof: ReclaimRefusals, scenario: AnyScenario, sure: list[Task], maybe: list[Task],
                  free: float) -> None:
         self.proof, self.scenario = proof, scenario
         self.queues = scenario.start_shares or proof.ssn.shares.queues

@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 
 from kaipolicy import timelimit
+from kaipolicy.actions import ordering
 from kaipolicy.actions.heap import SortedByKey
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _QueueNode
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver import placing
 from kaipolicy.actions.solver.evict import evict_all
-from kaipolicy.actions.solver.proofs import ReclaimRefusals, placed_alike, victim_pending
-from kaipolicy.actions.solver.scenario import Scenario
+from kaipolicy.actions.solver.proofs import ReclaimRefusals, placed_alike, placed_back_alike, victim_pending
+from kaipolicy.actions.solver.scenario import AnyScenario, Scenario, ScenarioView
 from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, VictimSource
 from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.job import Job
@@ -41,7 +42,7 @@ from kaipolicy.framework.session import Session
 from kaipolicy.framework.statement import Statement
 from kaipolicy.framework.tasks import init_request_quantities, tasks_to_allocate
 
-Validator = Callable[[Job, Scenario], Outcome]
+Validator = Callable[[Job, AnyScenario], Outcome]
 
 #: A simulation stops once the preemptor and every victim job have had their turn (False: pop
 #: the rest of the pending jobs too, as the reference does; the tests compare both).
@@ -76,6 +77,15 @@ TURNS_FROM_KEYS = True
 #: next and take no part either are popped in one pass, without a turn each in the simulation's
 #: loop (False: one turn per pop; the tests compare both). See _KeyedOrder.pass_over.
 RUNS_PASSED_OVER = True
+
+
+#: A partial job's recorded victims are evicted once for a run of scenarios built ahead, instead
+#: of once per scenario (False: once per scenario; the tests compare both). See _solve_ahead.
+RECORDED_EVICTED_ONCE = True
+
+#: The most scenarios built ahead of their simulation: runs grow 1, 2, 4, ... up to it, so a
+#: search solved at its first scenarios builds few it never simulates.
+AHEAD_MOST = 64
 
 
 @dataclass
@@ -178,6 +188,8 @@ class JobSolver:
             scenario = Scenario(self.action, ssn.cluster.jobs, partial, request, recorded_jobs, self.start_shares)
             queue = self.victims().queue({t.uid for t in scenario.recorded_tasks})
             builder = ScenarioBuilder(ssn, scenario, queue, feasible.keys())
+            if _built_ahead(ssn, scenario):
+                return self._solve_ahead(scenario, builder, feasible)
             current = builder.first()
             try:
                 while current is not None:
@@ -190,6 +202,112 @@ class JobSolver:
             finally:
                 ssn.tally["filtered", self.action] += builder.filtered
         return None
+
+    def _solve_ahead(self, scenario: Scenario, builder: ScenarioBuilder, feasible: dict[str, Node]) -> Solution | None:
+        """_solve_partial's walk over the scenarios with the recorded victims evicted once per run
+        of scenarios built ahead, instead of once per scenario: runs of 1, 2, 4, ... scenarios
+        (at most AHEAD_MOST), each scenario simulated from a checkpoint after the recorded
+        evictions and rolled back to it. The same simulations in the same order, each starting
+        from the same state; building a scenario changes no state a simulation reads, and reads
+        none a simulation leaves changed (the builder reads victims' grants only through pods
+        whose grant any placement leaves alike, see _built_ahead). What building ahead records
+        (rule errors, scenarios filtered out) counts only once the walk reaches it."""
+        ssn = self.ssn
+        ssn.tally["built ahead", self.action] += 1
+        size = 1
+        ahead = _Ahead(ssn, builder)
+        try:
+            run = ahead.build(size)
+            while run:
+                result = self._simulate_run(scenario, run, feasible, ahead)
+                if result is not None:
+                    return result
+                size = min(2 * size, AHEAD_MOST)
+                run = ahead.build(size)
+            ssn.record_held(ahead.tail)   # building past the last scenario, as the walk would
+            ahead.reached = builder.filtered
+        finally:
+            ssn.tally["filtered", self.action] += ahead.reached
+        return None
+
+    def _simulate_run(self, scenario: Scenario, run: list[_Built], feasible: dict[str, Node],
+                      ahead: _Ahead) -> Solution | None:
+        """One run of scenarios built ahead: the solution if one solves the partial job."""
+        ssn = self.ssn
+        kept = ssn.statement()
+        stmt: Statement | None = kept
+        try:
+            evict_all(ssn, kept, scenario.recorded_tasks, scenario.preemptor, self.action, self.rules)
+        except StatementError:
+            kept.discard()
+            stmt = None   # each scenario fails on its own evictions, as it would
+        start = stmt.checkpoint() if stmt is not None else 0
+        try:
+            for built in run:
+                ssn.record_held(built.held)
+                ahead.reached = built.filtered
+                timelimit.check(self.where)
+                ssn.tally["simulated", self.action] += 1
+                result = solve_scenario(self, built.view, feasible, stmt, start)
+                if result.solved:
+                    stmt = None   # the solution holds it
+                    return result
+        finally:
+            if stmt is not None:
+                stmt.discard()
+        return None
+
+
+def _built_ahead(ssn: Session, scenario: Scenario) -> bool:
+    """Whether the partial job's scenarios are built ahead (see JobSolver._solve_ahead): it has
+    recorded victims to keep evicted, and building a scenario ahead cannot read what a simulation
+    leaves behind or record what a later turn would. A simulation leaves its placements' grants
+    on the pods it placed back; the builder reads a victim's grant only through a whole job
+    holding recorded pods (a victim queue judged by a running sum of what it gave, so pods taken
+    earlier are not read again), and a recorded pod whose grant any placement leaves alike reads
+    the same. Coverage and shadow rules record every rule they ask: not built ahead with them."""
+    return (RECORDED_EVICTED_ONCE and bool(scenario.recorded_tasks) and ordering.SUM_TAKEN_VICTIMS
+            and ssn.coverage is None and not ssn.shadowing and all(map(placed_back_alike, scenario.recorded_tasks)))
+
+
+@dataclass(slots=True)
+class _Built:
+    """A scenario built ahead: as it stood, the scenarios filtered out by then, and the rule errors
+    its building recorded (held until the walk reaches it)."""
+
+    view: ScenarioView
+    filtered: int
+    held: list[Any]
+
+
+class _Ahead:
+    """Builds runs of scenarios ahead. The first of a run is built where the walk would build it
+    (the simulations before it are done); the others are held to their turn."""
+
+    def __init__(self, ssn: Session, builder: ScenarioBuilder) -> None:
+        self.ssn = ssn
+        self.builder = builder
+        self.started = False
+        self.done = False
+        self.tail: list[Any] = []    # errors held while building past the last scenario
+        self.reached = 0             # scenarios filtered out until the last one the walk reached
+
+    def build(self, size: int) -> list[_Built]:
+        ssn, builder = self.ssn, self.builder
+        run: list[_Built] = []
+        while len(run) < size and not self.done:
+            mark = ssn.hold_errors() if run else None
+            try:
+                current = builder.next() if self.started else builder.first()
+            finally:
+                held = ssn.held_errors(mark) if mark is not None else []
+            self.started = True
+            if current is None:
+                self.done = True
+                self.tail = held
+                break
+            run.append(_Built(current.view(), builder.filtered, held))
+        return run
 
 
 @contextmanager
@@ -206,16 +324,23 @@ def _memo_of(ssn: Session, uid: str) -> Iterator[None]:
 
 
 # ---- one scenario ----------------------------------------------------------------------------------
-def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, Node]) -> Solution:
+def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str, Node],
+                   stmt: Statement | None = None, start: int = 0) -> Solution:
+    """With `stmt`, the recorded victims are evicted in it already, up to the checkpoint `start`,
+    and a scenario that fails rolls back to there."""
     ssn = solver.ssn
-    stmt = ssn.statement()
     preemptor = scenario.preemptor
+    if stmt is None:
+        stmt, start = ssn.statement(), 0
+        recorded = scenario.recorded_tasks
+    else:
+        recorded = []
     try:
-        evict_all(ssn, stmt, scenario.recorded_tasks, preemptor, solver.action, solver.rules)
+        evict_all(ssn, stmt, recorded, preemptor, solver.action, solver.rules)
         latest = scenario.latest_potential_victim
         if latest is None:
             if scenario.recorded_tasks:
-                result = _simulate(solver, scenario, stmt, feasible, list(scenario.recorded_tasks), True)
+                result = _simulate(solver, scenario, stmt, feasible, list(scenario.recorded_tasks), True, start)
                 if result is not None:
                     return result
         else:
@@ -233,7 +358,8 @@ def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, No
                 # not place the preemptor goes on to the next node and takes the added nodes back
                 # out, so a proof stands in for the simulation only where both end alike.
                 provable = len(victim_nodes) == 1 and not added
-                result = _simulate(solver, scenario, stmt, feasible, [*scenario.recorded_tasks, *tasks], provable)
+                result = _simulate(solver, scenario, stmt, feasible, [*scenario.recorded_tasks, *tasks], provable,
+                                   start)
                 if result is not None:
                     return result
                 for name in added:
@@ -241,30 +367,31 @@ def solve_scenario(solver: JobSolver, scenario: Scenario, feasible: dict[str, No
                 stmt.rollback(cp)
     except StatementError:
         pass
-    stmt.discard()
+    stmt.rollback(start)
     return FAILED
 
 
-def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: dict[str, Node],
-              victim_tasks: list[Task], provable: bool) -> Solution | None:
+def _simulate(solver: JobSolver, scenario: AnyScenario, stmt: Statement, feasible: dict[str, Node],
+              victim_tasks: list[Task], provable: bool, start: int = 0) -> Solution | None:
     """None when the partial job does not fit; otherwise the (validated or refused) solution.
-    With `provable`, a refusal proven before the simulation ends it as the validator would."""
+    With `provable`, a refusal proven before the simulation ends it as the validator would. A
+    refused scenario rolls `stmt` back to `start`."""
     nodes = solver.node_list(feasible)
     if _preemptor_cannot_fit(solver, scenario.preemptor, nodes, victim_tasks, feasible):
         return None
     if provable and solver.refusals is not None and solver.refusals.refuses(scenario, nodes, victim_tasks):
-        stmt.discard()
+        stmt.rollback(start)
         return FAILED
     placed = _allocate_virtually(solver, scenario, stmt, nodes, victim_tasks)
     if placed is REFUSED:
-        stmt.discard()
+        stmt.rollback(start)
         return FAILED
     if not placed:
         return None
     preempted = [t for t in victim_tasks if t.status == Status.RELEASING]
     moved = [t for t in victim_tasks if t.status == Status.PIPELINED]
     if solver.validator is not None and not solver.validator(scenario.preemptor, scenario).ok:
-        stmt.discard()
+        stmt.rollback(start)
         return FAILED
     victims = preempted + moved
     jobs: list[Job] = []
@@ -282,7 +409,7 @@ def _simulate(solver: JobSolver, scenario: Scenario, stmt: Statement, feasible: 
 REFUSED = "refused"
 
 
-def _allocate_virtually(solver: JobSolver, scenario: Scenario, stmt: Statement, nodes: list[Node],
+def _allocate_virtually(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes: list[Node],
                         victim_tasks: list[Task]) -> bool | str:
     """Re-place the preemptor and the victims' jobs in job order, pipeline only; other pending
     jobs only take part in the ordering, as in the reference. True when the preemptor was placed,
@@ -475,7 +602,7 @@ class _VictimLine:
         return job
 
 
-def _refused_before_placing(solver: JobSolver, scenario: Scenario, nodes: list[Node], victims: list[Task],
+def _refused_before_placing(solver: JobSolver, scenario: AnyScenario, nodes: list[Node], victims: list[Task],
                             waiting: set[str]) -> bool:
     """The preemptor's placement would succeed and the validator would then surely refuse (what
     the simulation proves right after the placement): the placement is not run. Its pods ask for
