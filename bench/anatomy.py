@@ -102,12 +102,12 @@ def watch_solver() -> Watch:
         return out
 
     def simulate_wrapped(solver: Any, scenario: Any, stmt: Any, feasible: Any, victims: list[Task],
-                         provable: bool) -> Any:
+                         provable: bool, start: int = 0) -> Any:
         w.cannot_fit = w.proven = w.all_back = False
         shared = "fraction among the victims" if any(t.request.is_shared for t in victims) else "whole GPUs or CPU"
         apart = "each victim on its own node" if len({t.node for t in victims}) == len(victims) else "victims share a node"
         t0 = time.perf_counter()
-        out = simulate(solver, scenario, stmt, feasible, victims, provable)
+        out = simulate(solver, scenario, stmt, feasible, victims, provable, start)
         seconds = time.perf_counter() - t0
         if out is not None:
             ending = "solution" if out.solved else ("proven" if w.proven else "refused")
