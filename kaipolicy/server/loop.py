@@ -19,7 +19,7 @@ from typing import IO, Any
 from kaipolicy import metrics
 from kaipolicy.cache.k8s_source import K8sSource
 from kaipolicy.cache.scenario_source import scenario_settings
-from kaipolicy.cycle import CycleResult, paused_gc, run_cycle
+from kaipolicy.cycle import CycleResult, collect_cycle, paused_gc, run_cycle
 from kaipolicy.daemon.leader import LeaderElector
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.framework.audit import Audit
@@ -62,6 +62,7 @@ class Loop:
             except Exception:
                 metrics.CYCLES.labels(result="error").inc()
                 log.exception("scheduling cycle %d failed", self.cycle)
+            collect_cycle()
             self.stopping.wait(self.period)
 
     def stop(self) -> None:
