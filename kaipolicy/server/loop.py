@@ -57,12 +57,14 @@ class Loop:
 
     def run(self) -> None:
         while not self.stopping.is_set():
+            ran = self.cycle
             try:
                 self.once()
             except Exception:
                 metrics.CYCLES.labels(result="error").inc()
                 log.exception("scheduling cycle %d failed", self.cycle)
-            collect_cycle()
+            if self.cycle != ran:
+                collect_cycle()   # not in standby: a full pass costs in proportion to what is alive
             self.stopping.wait(self.period)
 
     def stop(self) -> None:

@@ -173,6 +173,34 @@ def test_the_loop_collects_each_cycles_objects_before_waiting_for_the_next(loop:
         loop.committer.outbox.stop(1)
 
 
+def test_a_standby_scheduler_runs_no_collection(loop: Loop, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a full pass costs in proportion to what is alive (the informers' cache): only after a cycle
+    from kaipolicy.server import loop as module
+
+    passes: list[int] = []
+    monkeypatch.setattr(module, "collect_cycle", lambda: passes.append(loop.cycle))
+
+    class Standby:
+        def leading(self) -> bool:
+            return False
+
+    once = loop.once
+
+    def once_then_stop() -> None:
+        once()
+        loop.stop()
+
+    loop.once = once_then_stop  # type: ignore[method-assign]
+    loop.elector = Standby()  # type: ignore[assignment]
+    loop.run()
+    assert passes == [] and loop.cycle == 0
+    loop.elector = None
+    loop.stopping.clear()
+    loop.run()
+    assert passes == [1]
+    loop.committer.outbox.stop(1)
+
+
 def _tracked_tasks() -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, Task))
 
