@@ -139,7 +139,7 @@ def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, 
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Building a snapshot and running a cycle allocate many short-lived objects; the cyclic
-    collector's pauses in the middle cost more than collecting once afterwards (`collect_cycle`)."""
+    collector's pauses in the middle cost more than collecting once afterwards (see `release`)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -149,13 +149,20 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def collect_cycle() -> None:
-    """Collect a finished cycle's objects, once nothing holds them. The cluster model is all
-    reference cycles (tasks, jobs, pod sets and nodes point at each other), so it is freed only by
-    the cyclic collector. That collector's own full passes come more rarely the more objects have
-    survived: cycle after cycle the dead clusters piled up (4000 nodes: about 185 MiB more resident
-    per cycle, 1.2 GB after five). Called between cycles, outside their timings."""
-    gc.collect()
+def release(result: CycleResult) -> None:
+    """Free a finished cycle once it has been read: the scheduler loop and `simulate` call it
+    before the next cycle. The model and the session hold reference cycles: pod sets and
+    sub-group sets point at their parents, and the session's rules, memos and orders point back
+    at it. Cycles run with the cyclic collector paused, and its own full passes come more
+    rarely the more objects have survived. Left to it, dead clusters piled up cycle after cycle
+    (`bench/large.py`, 4000 nodes: 1.2 GB resident after five cycles, about 185 MiB each). Once
+    the parent pointers and the session's attributes are dropped, reference counting frees the
+    cycle at once. What is left for the collector is the orders' heaps, a hundred objects or so.
+    The session cannot be used after this; the cluster's jobs lose their parent links."""
+    ssn = result.session
+    for job in ssn.cluster.jobs.values():
+        job.unlink()
+    ssn.release()
 
 
 @dataclass

@@ -15,7 +15,7 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.api.task import Status
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
-from kaipolicy.cycle import CycleResult, collect_cycle, paused_gc, run_cycle
+from kaipolicy.cycle import CycleResult, paused_gc, release, run_cycle
 from kaipolicy.errors import ConfigError, RuleError, TimeLimitExceeded
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
@@ -60,8 +60,8 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
         if cluster is not None:
             scenario.settle(cluster)
             scenario.now += 1.0
-            result = cluster = None   # what was kept of the last cycle is in the lists above
-            collect_cycle()
+            assert result is not None
+            release(result)   # what is kept of the last cycle is in the lists above
         started = time.perf_counter()
         with paused_gc():
             cluster = scenario.snapshot()

@@ -17,24 +17,27 @@ def allocate(ssn: Session) -> None:
     ssn.action = "allocate"
     order = JobsByQueue(ssn, depth=ssn.config.depth("allocate")).add(ssn.cluster.jobs.values(), PENDING_READY)
     nodes = ssn.node_list
-    while not order.empty():
-        job = order.pop()
-        if job is None:
-            break
-        timelimit.check("in allocate")
-        stmt = ssn.statement()
-        already_started = job.num_allocated > 0
-        if allocate_job(ssn, stmt, nodes, job, pipeline_only=False):
-            pipelined = False
-            if job.should_pipeline():
-                stmt.convert_allocated_to_pipelined(job.uid)
-                pipelined = True
-            stmt.commit()   # the audit log has its pods' task records and, at close, its outcome
-            if not pipelined and not already_started:
-                job.last_start = ssn.cluster.now
-            if job.has_tasks_to_allocate(True):
-                order.push(job)
-        else:
-            stmt.discard()
-            if ssn.audit.enabled:
-                ssn.audit.add("job", **job_failure(ssn, job, "allocate"))
+    try:
+        while not order.empty():
+            job = order.pop()
+            if job is None:
+                break
+            timelimit.check("in allocate")
+            stmt = ssn.statement()
+            already_started = job.num_allocated > 0
+            if allocate_job(ssn, stmt, nodes, job, pipeline_only=False):
+                pipelined = False
+                if job.should_pipeline():
+                    stmt.convert_allocated_to_pipelined(job.uid)
+                    pipelined = True
+                stmt.commit()   # the audit log has its pods' task records and, at close, its outcome
+                if not pipelined and not already_started:
+                    job.last_start = ssn.cluster.now
+                if job.has_tasks_to_allocate(True):
+                    order.push(job)
+            else:
+                stmt.discard()
+                if ssn.audit.enabled:
+                    ssn.audit.add("job", **job_failure(ssn, job, "allocate"))
+    finally:
+        order.dispose()   # its reference cycles would wait for the collector

@@ -22,29 +22,32 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
     """`admit` (when given) is asked before the signature shortcut, as the reference does for
     reclaim's canReclaim."""
     where = f"in {action}"     # what a time limit reached between two jobs says
-    while not order.empty():
-        job = order.pop()
-        if job is None:
-            break
-        ssn.refusals.clear()
-        if admit is not None and not admit(job):
-            if ssn.audit.enabled:
-                ssn.audit.add("job", **job_failure(ssn, job, action))
-            continue
-        if failed.skip(job):
-            if ssn.audit.enabled:
+    try:
+        while not order.empty():
+            job = order.pop()
+            if job is None:
+                break
+            ssn.refusals.clear()
+            if admit is not None and not admit(job):
+                if ssn.audit.enabled:
+                    ssn.audit.add("job", **job_failure(ssn, job, action))
+                continue
+            if failed.skip(job):
+                if ssn.audit.enabled:
+                    ssn.audit.add("job", action=action, job=job.name, namespace=job.namespace, queue=job.queue,
+                                  outcome="skipped", reason="a job with the same requirements already failed "
+                                                            f"in {action} this cycle")
+                continue
+            timelimit.check(where)
+            ssn.tally["considered", action] += 1
+            solved, stmt, victims = attempt(job)
+            if solved and stmt is not None:
+                stmt.commit()
                 ssn.audit.add("job", action=action, job=job.name, namespace=job.namespace, queue=job.queue,
-                              outcome="skipped", reason="a job with the same requirements already failed "
-                                                        f"in {action} this cycle")
-            continue
-        timelimit.check(where)
-        ssn.tally["considered", action] += 1
-        solved, stmt, victims = attempt(job)
-        if solved and stmt is not None:
-            stmt.commit()
-            ssn.audit.add("job", action=action, job=job.name, namespace=job.namespace, queue=job.queue,
-                          outcome=outcome, victims=[t.key for t in victims])
-        else:
-            failed.remember(job)
-            if ssn.audit.enabled:
-                ssn.audit.add("job", **job_failure(ssn, job, action))
+                              outcome=outcome, victims=[t.key for t in victims])
+            else:
+                failed.remember(job)
+                if ssn.audit.enabled:
+                    ssn.audit.add("job", **job_failure(ssn, job, action))
+    finally:
+        order.dispose()   # its reference cycles would wait for the collector

@@ -183,6 +183,17 @@ class Job(CountsTasks):
     def has_tasks_to_allocate(self, real: bool) -> bool:
         return any(t.should_allocate(real) for t in self.tasks.values())
 
+    def unlink(self) -> None:
+        """Drop the parent links of the job's sub-group tree, its only reference cycles, once
+        nothing reads the job again: reference counting then frees it (see cycle.release)."""
+        stack = [self.root]
+        while stack:
+            group = stack.pop()
+            group.parent = None
+            stack.extend(group.groups)
+        for ps in self.pod_sets.values():
+            ps.parent = None
+
     def allocated_resources(self) -> Resources:
         total = Resources()
         for t in self.tasks.values():

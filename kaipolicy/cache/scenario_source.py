@@ -108,7 +108,10 @@ def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True)
             scn.stale_since[j["name"]] = -float(j["staleSeconds"])
     # Build the first snapshot once now, so that a cluster the model cannot hold is refused at
     # load and an overcommitted node is named before any cycle runs.
-    scn.warnings = scenario_warnings(doc) + _overcommitted(_build(scn))
+    first = _build(scn)
+    scn.warnings = scenario_warnings(doc) + _overcommitted(first)
+    for job in first.jobs.values():
+        job.unlink()   # freed now, not left to the collector (see cycle.release)
     return scn
 
 

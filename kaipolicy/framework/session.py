@@ -198,6 +198,12 @@ class Session:
                                  and all(getattr(r, "fixed_for_pod", False) for r in self.hooks["taskOrder"]))
         self._task_keys.clear()
 
+    def release(self) -> None:
+        """Drop everything the session holds, once its cycle has been read (see cycle.release):
+        its rules, memos and orders point back at it, so it would otherwise wait for the cyclic
+        collector. The session cannot be used afterwards."""
+        self.__dict__.clear()
+
     # ---- state changes (called by the Statement) ----------------------------------------------
     def statement(self) -> Statement:
         return Statement(self)

@@ -19,7 +19,7 @@ from typing import IO, Any
 from kaipolicy import metrics
 from kaipolicy.cache.k8s_source import K8sSource
 from kaipolicy.cache.scenario_source import scenario_settings
-from kaipolicy.cycle import CycleResult, collect_cycle, paused_gc, run_cycle
+from kaipolicy.cycle import CycleResult, paused_gc, release, run_cycle
 from kaipolicy.daemon.leader import LeaderElector
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.framework.audit import Audit
@@ -57,14 +57,11 @@ class Loop:
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            ran = self.cycle
             try:
                 self.once()
             except Exception:
                 metrics.CYCLES.labels(result="error").inc()
                 log.exception("scheduling cycle %d failed", self.cycle)
-            if self.cycle != ran:
-                collect_cycle()   # not in standby: a full pass costs in proportion to what is alive
             self.stopping.wait(self.period)
 
     def stop(self) -> None:
@@ -109,6 +106,7 @@ class Loop:
         self._record(result, decisions.scheduled_by_action, snapshot_ms, close_ms, start)
         self._write_audit(audit)
         self._log(policy, result.session, summary, (time.perf_counter() - start) * 1000.0)
+        release(result)   # read: freed now, not left to the collector
 
     def _caught_up(self) -> bool:
         """Wait (at most a schedule period) for the informers to show this scheduler's last writes;

@@ -26,7 +26,7 @@ from kaipolicy.actions.solver import placing
 from kaipolicy.actions.solver.evict import evict_all
 from kaipolicy.actions.solver.proofs import ReclaimRefusals, placed_alike, placed_back_alike, victim_pending
 from kaipolicy.actions.solver.scenario import AnyScenario, Scenario, ScenarioView
-from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, VictimSource
+from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, VictimQueue, VictimSource
 from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
@@ -188,19 +188,28 @@ class JobSolver:
             scenario = Scenario(self.action, ssn.cluster.jobs, partial, request, recorded_jobs, self.start_shares)
             queue = self.victims().queue({t.uid for t in scenario.recorded_tasks})
             builder = ScenarioBuilder(ssn, scenario, queue, feasible.keys())
-            if _built_ahead(ssn, scenario):
-                return self._solve_ahead(scenario, builder, feasible)
-            current = builder.first()
             try:
-                while current is not None:
-                    timelimit.check(self.where)
-                    ssn.tally["simulated", self.action] += 1
-                    result = solve_scenario(self, current, feasible)
-                    if result.solved:
-                        return result
-                    current = builder.next()
+                return self._walk(scenario, builder, feasible)
             finally:
-                ssn.tally["filtered", self.action] += builder.filtered
+                if isinstance(queue, VictimQueue):
+                    queue.dispose()   # its reference cycles would wait for the collector
+
+    def _walk(self, scenario: Scenario, builder: ScenarioBuilder, feasible: dict[str, Node]) -> Solution | None:
+        """The scenarios in turn until one solves the partial job."""
+        ssn = self.ssn
+        if _built_ahead(ssn, scenario):
+            return self._solve_ahead(scenario, builder, feasible)
+        current = builder.first()
+        try:
+            while current is not None:
+                timelimit.check(self.where)
+                ssn.tally["simulated", self.action] += 1
+                result = solve_scenario(self, current, feasible)
+                if result.solved:
+                    return result
+                current = builder.next()
+        finally:
+            ssn.tally["filtered", self.action] += builder.filtered
         return None
 
     def _solve_ahead(self, scenario: Scenario, builder: ScenarioBuilder, feasible: dict[str, Node]) -> Solution | None:
