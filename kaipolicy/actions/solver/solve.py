@@ -233,8 +233,8 @@ class JobSolver:
                     return result
                 size = min(2 * size, AHEAD_MOST)
                 run = ahead.build(size)
-            ssn.record_held(ahead.tail)   # building past the last scenario, as the walk would
             ahead.reached = builder.filtered
+            ahead.finish()
         finally:
             ssn.tally["filtered", self.action] += ahead.reached
         return None
@@ -299,6 +299,7 @@ class _Ahead:
         self.started = False
         self.done = False
         self.tail: list[Any] = []    # errors held while building past the last scenario
+        self.failure: Exception | None = None   # raised while building ahead, raised at its turn
         self.reached = 0             # scenarios filtered out until the last one the walk reached
 
     def build(self, size: int) -> list[_Built]:
@@ -308,6 +309,10 @@ class _Ahead:
             mark = ssn.hold_errors() if run else None
             try:
                 current = builder.next() if self.started else builder.first()
+            except Exception as e:
+                if mark is None:
+                    raise
+                self.failure, current = e, None   # the walk meets it after the scenarios before
             finally:
                 held = ssn.held_errors(mark) if mark is not None else []
             self.started = True
@@ -317,6 +322,12 @@ class _Ahead:
                 break
             run.append(_Built(current.view(), builder.filtered, held))
         return run
+
+    def finish(self) -> None:
+        """The walk went past the last scenario built: what building on recorded, as it would."""
+        self.ssn.record_held(self.tail)
+        if self.failure is not None:
+            raise self.failure
 
 
 @contextmanager

@@ -127,3 +127,25 @@ def test_a_view_reads_the_scenario_as_it_stood_when_built() -> None:
     assert later.tasks_on_nodes(["n1"]) == f_pods and later.group_of(f_pods[1]) is live.group_of(f_pods[1])
     with pytest.raises(ValueError, match="latest victim's nodes"):
         view.tasks_on_nodes(["n1"])
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_a_failure_building_a_scenario_past_the_solution_is_never_met(tmp_path: Path, ahead: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from kaipolicy.actions.solver import victim_queue
+
+    original = victim_queue.tasks_to_evict
+
+    def failing(ssn: Any, view: Any) -> Any:
+        if view.name in failing_on:
+            raise RuntimeError(f"building failed at {view.name}")
+        return original(ssn, view)
+
+    monkeypatch.setattr(victim_queue, "tasks_to_evict", failing)
+    failing_on = {f"v{BUILT_PAST}"}
+    report, _, tally = _run(tmp_path, set(), ahead)
+    releasing = {t["job"] for t in report["tasks"] if t["status"] == "Releasing"}
+    assert releasing == {"v6", "v7", "v1", "v2"} and tally["simulated"] == 5
+    failing_on = {f"v{REACHED}"}
+    with pytest.raises(RuntimeError, match=f"building failed at v{REACHED}"):
+        _run(tmp_path, set(), ahead)
