@@ -139,7 +139,8 @@ def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, 
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Building a snapshot and running a cycle allocate many short-lived objects; the cyclic
-    collector's pauses in the middle cost more than collecting once afterwards (see `release`)."""
+    collector's pauses in the middle cost more than they free (a finished cycle is freed by
+    `release`, not by the collector)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -156,8 +157,9 @@ def release(result: CycleResult) -> None:
     at it. Cycles run with the cyclic collector paused, and its own full passes come more
     rarely the more objects have survived. Left to it, dead clusters piled up cycle after cycle
     (`bench/large.py`, 4000 nodes: 1.2 GB resident after five cycles, about 185 MiB each). Once
-    the parent pointers and the session's attributes are dropped, reference counting frees the
-    cycle at once. What is left for the collector is the orders' heaps, a hundred objects or so.
+    the parent pointers and the session's attributes are dropped (the actions dispose of their
+    orders), reference counting frees the cycle at once, and next to nothing is left for the
+    collector.
     The session cannot be used after this; the cluster's jobs lose their parent links."""
     ssn = result.session
     for job in ssn.cluster.jobs.values():
