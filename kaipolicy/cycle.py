@@ -162,8 +162,7 @@ def release(result: CycleResult) -> None:
     collector.
     The session cannot be used after this; the cluster's jobs lose their parent links."""
     ssn = result.session
-    for job in ssn.cluster.jobs.values():
-        job.unlink()
+    ssn.cluster.unlink()
     ssn.release()
 
 

@@ -27,6 +27,11 @@ class ClusterInfo:
     def task(self, job_uid: str, task_uid: str) -> Task:
         return self.jobs[job_uid].tasks[task_uid]
 
+    def unlink(self) -> None:
+        """Drop every job's parent links (see Job.unlink), once nothing reads the cluster again."""
+        for job in self.jobs.values():
+            job.unlink()
+
     @property
     def min_node_gpu_memory(self) -> int:
         # Kept on purpose: the reference starts its minimum at the 100 MiB default and only

@@ -110,8 +110,7 @@ def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True)
     # load and an overcommitted node is named before any cycle runs.
     first = _build(scn)
     scn.warnings = scenario_warnings(doc) + _overcommitted(first)
-    for job in first.jobs.values():
-        job.unlink()   # freed now, not left to the collector (see cycle.release)
+    first.unlink()   # freed now, not left to the collector (see cycle.release)
     return scn
 
 

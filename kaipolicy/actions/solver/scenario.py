@@ -102,7 +102,6 @@ class Scenario:
                 f"{len(self.recorded_tasks)} recorded, {len(self.potential_tasks)} potential)")
 
 
-
 class ScenarioView:
     """A scenario as it stands now, read later, once the scenario has grown: what a simulation
     and the validators read of it. Every list of a scenario only grows, so the view keeps their
