@@ -147,6 +147,15 @@ class Session:
                 return group
 
     @property
+    def groups_minted(self) -> int:
+        """How many shared-GPU group ids were minted (a simulation undone sets it back)."""
+        return self._groups_minted
+
+    @groups_minted.setter
+    def groups_minted(self, count: int) -> None:
+        self._groups_minted = count
+
+    @property
     def job_keys_pure(self) -> bool:
         """Job order keys depend only on the job (no job-order rule consults the session)."""
         return self._job_keys_pure
@@ -339,6 +348,11 @@ class Session:
         not audited; returns the mark `held_errors` takes them back from."""
         self._held = []
         return len(self.errors)
+
+    @property
+    def errors_held(self) -> bool:
+        """Errors are being held (see hold_errors)."""
+        return self._held is not None
 
     def held_errors(self, mark: int) -> list[tuple[Outcome, tuple[str, str, str, str]]]:
         """The errors recorded since `hold_errors` returned `mark`, taken out of the record, with

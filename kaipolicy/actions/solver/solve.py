@@ -10,10 +10,11 @@ accept the scenario, and the solution of the whole job is the Statement left app
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -436,55 +437,121 @@ def _allocate_virtually(solver: JobSolver, scenario: AnyScenario, stmt: Statemen
     REFUSED when it was and the refusal is already certain."""
     ssn = solver.ssn
     preemptor = scenario.preemptor
-    victim_uids = {t.job for t in victim_tasks}
     jobs = {uid: ssn.cluster.jobs[uid] for uid in dict.fromkeys(t.job for t in victim_tasks)}
     jobs[preemptor.uid] = preemptor
     # the other pending jobs come in the order sorted before; those whose pods changed status
     # since (a solution was committed, a simulation moved them) are sorted in again
     order = _KeyedOrder(ssn, solver.job_keys)
     try:
-        turns = _turns_by_keys(solver, order, preemptor, jobs) if TURNS_FROM_KEYS else None
-        if turns is None:
+        plan = _turns_by_keys(solver, order, preemptor, jobs) if TURNS_FROM_KEYS else None
+        if isinstance(plan, _Stepwise):
+            placed = _stepwise(solver, scenario, stmt, nodes, victim_tasks, jobs, order, plan)
+            if placed is not UNDECIDED:
+                return placed
+            plan = None
+        if plan is None:
             changed = order.add_sorted(solver.pending_order(), set(jobs))
             order.add([*(j for j in changed if j.has_pending), *jobs.values()], JobFilter())
         else:
             ssn.tally["turns from keys", ssn.action] += 1
-        placed = False
-        hopeless: set[Request] = set()
-        # Once the preemptor and every victim job have had their turn, the jobs left only take part
-        # in the ordering: popping them would change nothing.
-        unplaced = set(jobs)
-        while (unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty()):
-            if turns is not None:
-                job = turns.pop(0) if turns else None
-            else:
-                job = _last_turn(order, jobs, unplaced) or order.pop()
-            if job is None:
-                break
-            unplaced.discard(job.uid)
-            if job.uid == preemptor.uid:
-                order.placements += 1
-                if unplaced and _refused_before_placing(solver, scenario, nodes, victim_tasks, unplaced):
-                    return REFUSED
-                if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
-                    return False
-                placed = True
-            elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
-                order.placements += 1
-                allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
-            else:
-                if RUNS_PASSED_OVER:
-                    order.pass_over(jobs)
-                continue
-            if placed and unplaced and solver.refusals is not None \
-                    and solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
-                return REFUSED
+        placed = _take_turns(solver, scenario, stmt, nodes, victim_tasks, jobs, order, plan)
+        assert placed is not UNDECIDED   # only turns told one by one give up
         return placed
     finally:
         order.dispose()   # its reference cycles would wait for the paused collector
 
 
-def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job, jobs: dict[str, Job]) -> list[Job] | None:
+def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes: list[Node],
+                victim_tasks: list[Task], jobs: dict[str, Job], order: _KeyedOrder,
+                turns: list[Job] | _Stepwise | None) -> bool | str | _Undecided:
+    """The simulation's turns: from `turns` (a list worked out before, or decided one by one),
+    else popped from the loaded `order`. UNDECIDED when `turns` cannot tell the next one."""
+    ssn = solver.ssn
+    preemptor = scenario.preemptor
+    victim_uids = set(jobs) - {preemptor.uid}
+    placed = False
+    hopeless: set[Request] = set()
+    # Once the preemptor and every victim job have had their turn, the jobs left only take part
+    # in the ordering: popping them would change nothing.
+    unplaced = set(jobs)
+    while (unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty()):
+        if isinstance(turns, _Stepwise):
+            job = turns.next()
+            if job is UNDECIDED:
+                return UNDECIDED
+        elif turns is not None:
+            job = turns.pop(0) if turns else None
+        else:
+            job = _last_turn(order, jobs, unplaced) or order.pop()
+        if job is None:
+            break
+        unplaced.discard(job.uid)
+        if job.uid == preemptor.uid:
+            order.placements += 1
+            if unplaced and _refused_before_placing(solver, scenario, nodes, victim_tasks, unplaced):
+                return REFUSED
+            if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
+                return False
+            placed = True
+        elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
+            order.placements += 1
+            allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
+        else:
+            if RUNS_PASSED_OVER and not isinstance(turns, _Stepwise):
+                order.pass_over(jobs)
+            continue
+        if placed and unplaced and solver.refusals is not None \
+                and solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
+            return REFUSED
+    return placed
+
+
+class _Undecided(enum.Enum):
+    UNDECIDED = "undecided"
+
+
+#: What `_take_turns` returns when turns told one by one meet one the keys cannot tell.
+UNDECIDED: Final = _Undecided.UNDECIDED
+
+
+def _stepwise(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes: list[Node],
+              victim_tasks: list[Task], jobs: dict[str, Job], order: _KeyedOrder,
+              turns: _Stepwise) -> bool | str | _Undecided:
+    """The simulation with each turn decided from the queue keys as they are when it comes
+    (`_Stepwise`); UNDECIDED, with everything it did undone, when a turn cannot be told that way
+    (the caller then pops the turns from the order, from the same state).
+
+    Undone exactly: the statement rolls back to where the turns began; what a placement leaves
+    on the pods it placed (their grant and GPU groups) and the count of GPU groups minted are
+    put back as they were; rule errors are held meanwhile and dropped. What the turns before the
+    undecided one asked or recorded besides (fit errors on a victim job, memos of keys) is
+    asked or recorded again, alike, by the turns popped from the order: they come in the same
+    order (each was decided strictly, as the order decides it) onto the same cluster."""
+    ssn = solver.ssn
+    start = stmt.checkpoint()
+    traces = [(t, t.accepted, list(t.gpu_groups)) for j in jobs.values() for t in j.tasks.values()]
+    minted = ssn.groups_minted
+    mark = ssn.hold_errors()
+    try:
+        placed = _take_turns(solver, scenario, stmt, nodes, victim_tasks, jobs, order, turns)
+    except BaseException:
+        ssn.record_held(ssn.held_errors(mark))   # as they were met: the failure ends the search
+        raise
+    held = ssn.held_errors(mark)
+    if placed is not UNDECIDED:
+        ssn.record_held(held)
+        ssn.tally["turns from keys, one by one", ssn.action] += 1
+        return placed
+    stmt.rollback(start)
+    for task, accepted, groups in traces:
+        task.accepted, task.gpu_groups = accepted, groups
+    ssn.groups_minted = minted
+    ssn.tally["turns one by one undecided", ssn.action] += 1
+    return UNDECIDED
+
+
+def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
+                   jobs: dict[str, Job]) -> list[Job] | _Stepwise | None:
     """The jobs taking part, in the order their turns come, when keys alone settle it (the order
     is then not loaded); else None, with the participants' keys handed to `order` to load.
 
@@ -545,6 +612,7 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job, jobs: 
         if share is None:
             return None
         lines.append(_VictimLine(share, ahead))
+    specs = [(line.share, line.ahead) for line in lines]
     try:
         limit = capacity.queue_order_key_unmemoised(shares, p_share, ssn.job_request(preemptor), None)[:-1]
         turns: list[Job] = []
@@ -557,19 +625,136 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job, jobs: 
             first = next((k for k, high in enumerate(highs)
                           if high < limit and all(high < low for m, low in enumerate(lows) if m != k)), None)
             if first is None:
-                return None
+                break   # the bounds cannot tell: each turn is read when it comes, if it can be
             job = waiting[first].take(ssn)
             if job is None:
-                return None   # its grant's share of a device depends on the node
+                break   # its grant's share of a device depends on the node: read when it comes
             turns.append(job)
+        if not waiting:
+            return [*turns, preemptor]
     except Exception:  # noqa: BLE001 - the built-in's own failure is left to the order's keys
         return None
-    return [*turns, preemptor]
+    if not TURNS_ONE_BY_ONE or ssn.errors_held:
+        return None
+    # the jobs of the preemptor's leaf that come out before it (the order pushes it among them by
+    # its key; its uid is in no other job's key, so no key equals it)
+    mine = keys[preemptor.uid]
+    before: list[Job] = []
+    for e in shared.leaves.get(p_queue.uid, ()):
+        if e[2].uid in left_out:
+            continue
+        if not e[0] < mine:
+            break
+        before.append(e[2])
+    return _Stepwise(ssn, p_share, [*before, preemptor], specs)
 
 
 #: Victims of several queues take their turns in an order read from the keys where the keys
 #: settle it (False: only victims of one queue; the tests compare both). See _turns_by_keys.
 QUEUES_INTERLEAVED = True
+
+#: Where the bounds of _turns_by_keys cannot settle the turns before the simulation, each turn is
+#: read from the keys as they are when it comes, the preemptor's leaf queue taking part with the
+#: jobs ahead of the preemptor; a turn they cannot tell sends the simulation back to its start,
+#: to pop its turns from the order (False: the order is loaded; the tests compare both). See
+#: _Stepwise.
+TURNS_ONE_BY_ONE = True
+
+
+class _Stepwise:
+    """A simulation's turns told one at a time from the queue keys as they stand when each comes.
+
+    The lines taking part: each victim queue's victims (the first jobs of their leaf, in job
+    order), and the preemptor's leaf, whose jobs ahead of the preemptor come out before it and
+    take no part. Every line is a sibling of the others, and nothing but the turns places a job.
+    A line's key is its queue's key with its next job's request: a victim queue's changes only
+    when one of its victims is placed, the preemptor's leaf's only when the preemptor is. The next
+    line out is the one whose key, but the last element, is below every other line's: at any level
+    of the order the heap's top is never above any node below it in those elements, so no other
+    line can come out first, whatever the queues that take no part do (popping their jobs
+    changes no key). When no line is below all others (equal elements, where the partial
+    order of the last decides by the heap's shape), or the built-in fails, the turn is
+    UNDECIDED."""
+
+    def __init__(self, ssn: Session, p_share: QueueShare, preemptors_leaf: list[Job],
+                 victims: list[tuple[QueueShare, list[Job]]]) -> None:
+        self.ssn = ssn
+        self.p_share = p_share
+        self.p_leaf = preemptors_leaf    # the jobs ahead of the preemptor, then the preemptor
+        self.p_next: int | None = 0      # None once the preemptor has had its turn
+        self.lines = [_ExactLine(share, ahead) for share, ahead in victims]
+        self._p_keys: dict[tuple[float, float, float], list[object]] = {}
+
+    def next(self) -> Job | _Undecided | None:
+        try:
+            return self._next()
+        except Exception:  # noqa: BLE001 - the built-in's own failure is left to the order's keys
+            return UNDECIDED
+
+    def _next(self) -> Job | _Undecided | None:
+        ssn = self.ssn
+        while True:
+            waiting = [line for line in self.lines if line.left()]
+            if self.p_next is None:
+                if not waiting:
+                    return None
+                if len(waiting) == 1:
+                    return waiting[0].take()
+            elif not waiting:
+                return self._preemptor()   # the last to take part: its turn comes as things are
+            keys = [line.key(ssn) for line in waiting]
+            if self.p_next is not None:
+                keys.append(self._p_key())
+            first = next((k for k, key in enumerate(keys) if all(key < other for m, other in enumerate(keys) if m != k)),
+                         None)
+            if first is None:
+                return UNDECIDED
+            if first < len(waiting):
+                return waiting[first].take()
+            assert self.p_next is not None
+            if self.p_leaf[self.p_next] is self.p_leaf[-1]:
+                return self._preemptor()
+            self.p_next += 1    # a job ahead of the preemptor comes out, and takes no part
+
+    def _preemptor(self) -> Job:
+        self.p_next = None
+        return self.p_leaf[-1]
+
+    def _p_key(self) -> list[object]:
+        assert self.p_next is not None
+        request = self.ssn.job_request(self.p_leaf[self.p_next])
+        asks = (request["cpu"], request["memory"], request["gpu"])
+        key = self._p_keys.get(asks)
+        if key is None:
+            key = self._p_keys[asks] = capacity.queue_order_key_unmemoised(
+                self.ssn.shares, self.p_share, request, None)[:-1]
+        return key
+
+
+class _ExactLine:
+    """One victim queue's victims in job order, with its key as it stands (taken once per victim
+    at its head: the queue's allocation changes only when its victims are placed)."""
+
+    def __init__(self, share: QueueShare, ahead: list[Job]) -> None:
+        self.share = share
+        self.ahead = ahead
+        self.next = 0
+        self._key: list[object] | None = None
+
+    def left(self) -> bool:
+        return self.next < len(self.ahead)
+
+    def key(self, ssn: Session) -> list[object]:
+        if self._key is None:
+            request = ssn.job_request(self.ahead[self.next])
+            self._key = capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None)[:-1]
+        return self._key
+
+    def take(self) -> Job:
+        job = self.ahead[self.next]
+        self.next += 1
+        self._key = None
+        return job
 
 
 class _VictimLine:
