@@ -602,17 +602,20 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
     if p_share is None:
         return None
     lines: list[_VictimLine] = []
+    first_of_their_leaves = True
     for q in v_queues:
         assert q is not None
         ahead = sorted(by_queue[q.name], key=lambda j: keys[j.uid])
         after = next((e[0] for e in shared.leaves.get(q.uid, ()) if e[2].uid not in left_out), None)
         if after is not None and not keys[ahead[-1].uid] < after:
-            return None
+            first_of_their_leaves = False   # a pending job comes out between: only told one by one
         share = shares.queues.get(q.uid)
         if share is None:
             return None
         lines.append(_VictimLine(share, ahead))
     specs = [(line.share, line.ahead) for line in lines]
+    if not first_of_their_leaves:
+        return _stepwise_lines(ssn, shared, left_out, keys, [(p_share, [preemptor]), *specs], set(jobs))
     try:
         limit = capacity.queue_order_key_unmemoised(shares, p_share, ssn.job_request(preemptor), None)[:-1]
         turns: list[Job] = []
@@ -634,19 +637,25 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
             return [*turns, preemptor]
     except Exception:  # noqa: BLE001 - the built-in's own failure is left to the order's keys
         return None
+    return _stepwise_lines(ssn, shared, left_out, keys, [(p_share, [preemptor]), *specs], set(jobs))
+
+
+def _stepwise_lines(ssn: Session, shared: SortedJobs, left_out: set[str], keys: dict[str, Any],
+                    lines: list[tuple[QueueShare, list[Job]]], taking_part: set[str]) -> _Stepwise | None:
+    """The turns to tell one by one (None when TURNS_ONE_BY_ONE is off or errors are held): each
+    line the jobs of its leaf in the order the loaded order holds them, up to its last job taking
+    part. The order pushes those among the leaf's sorted jobs by their keys (a job's uid is in its
+    key, so no two keys are equal)."""
     if not TURNS_ONE_BY_ONE or ssn.errors_held:
         return None
-    # the jobs of the preemptor's leaf that come out before it (the order pushes it among them by
-    # its key; its uid is in no other job's key, so no key equals it)
-    mine = keys[preemptor.uid]
-    before: list[Job] = []
-    for e in shared.leaves.get(p_queue.uid, ()):
-        if e[2].uid in left_out:
-            continue
-        if not e[0] < mine:
-            break
-        before.append(e[2])
-    return _Stepwise(ssn, p_share, [*before, preemptor], specs)
+    out: list[tuple[QueueShare, list[Job]]] = []
+    for share, parts in lines:
+        last = max(keys[j.uid] for j in parts)
+        others = [(e[0], e[2]) for e in shared.leaves.get(share.queue.uid, ())
+                  if e[2].uid not in left_out and e[0] < last]
+        merged = sorted([*others, *((keys[j.uid], j) for j in parts)], key=lambda e: e[0])
+        out.append((share, [j for _, j in merged]))
+    return _Stepwise(ssn, out, taking_part)
 
 
 #: Victims of several queues take their turns in an order read from the keys where the keys
@@ -664,26 +673,21 @@ TURNS_ONE_BY_ONE = True
 class _Stepwise:
     """A simulation's turns told one at a time from the queue keys as they stand when each comes.
 
-    The lines taking part: each victim queue's victims (the first jobs of their leaf, in job
-    order), and the preemptor's leaf, whose jobs ahead of the preemptor come out before it and
-    take no part. Every line is a sibling of the others, and nothing but the turns places a job.
-    A line's key is its queue's key with its next job's request: a victim queue's changes only
-    when one of its victims is placed, the preemptor's leaf's only when the preemptor is. The next
-    line out is the one whose key, but the last element, is below every other line's: at any level
-    of the order the heap's top is never above any node below it in those elements, so no other
-    line can come out first, whatever the queues that take no part do (popping their jobs
-    changes no key). When no line is below all others (equal elements, where the partial
-    order of the last decides by the heap's shape), or the built-in fails, the turn is
-    UNDECIDED."""
+    A line is a leaf queue taking part: its jobs in job order up to its last one taking part (the
+    preemptor, or victims), the pending jobs between them taking no part. The lines are siblings,
+    and nothing but the turns places a job. A line's key is its queue's key with the request of
+    the job heading it: the queue's allocation changes only when a job of the line taking part
+    is placed. The next line out is the one whose key, but the last element, is below every other
+    line's: at any level of the order the heap's top is never above any node below it in those
+    elements, so no other line can come out first, whatever the queues that take no part do
+    (popping their jobs changes no key). A job of that line taking no part comes out and the
+    comparison is made again; once one line alone has jobs taking part left, they come out in its
+    order. When no line is below all others (equal elements, where the partial order of the last
+    decides by the heap's shape), or the built-in fails, the turn is UNDECIDED."""
 
-    def __init__(self, ssn: Session, p_share: QueueShare, preemptors_leaf: list[Job],
-                 victims: list[tuple[QueueShare, list[Job]]]) -> None:
+    def __init__(self, ssn: Session, lines: list[tuple[QueueShare, list[Job]]], taking_part: Collection[str]) -> None:
         self.ssn = ssn
-        self.p_share = p_share
-        self.p_leaf = preemptors_leaf    # the jobs ahead of the preemptor, then the preemptor
-        self.p_next: int | None = 0      # None once the preemptor has had its turn
-        self.lines = [_ExactLine(share, ahead) for share, ahead in victims]
-        self._p_keys: dict[tuple[float, float, float], list[object]] = {}
+        self.lines = [_ExactLine(share, jobs, taking_part) for share, jobs in lines]
 
     def next(self) -> Job | _Undecided | None:
         try:
@@ -695,66 +699,58 @@ class _Stepwise:
         ssn = self.ssn
         while True:
             waiting = [line for line in self.lines if line.left()]
-            if self.p_next is None:
-                if not waiting:
-                    return None
-                if len(waiting) == 1:
-                    return waiting[0].take()
-            elif not waiting:
-                return self._preemptor()   # the last to take part: its turn comes as things are
+            if len(waiting) < 2:
+                return waiting[0].take_next_part() if waiting else None
             keys = [line.key(ssn) for line in waiting]
-            if self.p_next is not None:
-                keys.append(self._p_key())
             first = next((k for k, key in enumerate(keys) if all(key < other for m, other in enumerate(keys) if m != k)),
                          None)
             if first is None:
                 return UNDECIDED
-            if first < len(waiting):
-                return waiting[first].take()
-            assert self.p_next is not None
-            if self.p_leaf[self.p_next] is self.p_leaf[-1]:
-                return self._preemptor()
-            self.p_next += 1    # a job ahead of the preemptor comes out, and takes no part
-
-    def _preemptor(self) -> Job:
-        self.p_next = None
-        return self.p_leaf[-1]
-
-    def _p_key(self) -> list[object]:
-        assert self.p_next is not None
-        request = self.ssn.job_request(self.p_leaf[self.p_next])
-        asks = (request["cpu"], request["memory"], request["gpu"])
-        key = self._p_keys.get(asks)
-        if key is None:
-            key = self._p_keys[asks] = capacity.queue_order_key_unmemoised(
-                self.ssn.shares, self.p_share, request, None)[:-1]
-        return key
+            job = waiting[first].take()
+            if job is not None:
+                return job    # else a job taking no part came out
 
 
 class _ExactLine:
-    """One victim queue's victims in job order, with its key as it stands (taken once per victim
-    at its head: the queue's allocation changes only when its victims are placed)."""
+    """A leaf queue's jobs in job order up to its last one taking part, with its key as it stands
+    (taken once per job at its head, per request, until a job taking part is placed)."""
 
-    def __init__(self, share: QueueShare, ahead: list[Job]) -> None:
+    def __init__(self, share: QueueShare, jobs: list[Job], taking_part: Collection[str]) -> None:
         self.share = share
-        self.ahead = ahead
+        self.jobs = jobs
+        self.taking_part = taking_part
         self.next = 0
-        self._key: list[object] | None = None
+        self.left_taking_part = sum(1 for j in jobs if j.uid in taking_part)
+        self._keys: dict[tuple[float, float, float], list[object]] = {}
 
     def left(self) -> bool:
-        return self.next < len(self.ahead)
+        return self.left_taking_part > 0
 
     def key(self, ssn: Session) -> list[object]:
-        if self._key is None:
-            request = ssn.job_request(self.ahead[self.next])
-            self._key = capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None)[:-1]
-        return self._key
+        request = ssn.job_request(self.jobs[self.next])
+        asks = (request["cpu"], request["memory"], request["gpu"])
+        key = self._keys.get(asks)
+        if key is None:
+            key = self._keys[asks] = capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None)[:-1]
+        return key
 
-    def take(self) -> Job:
-        job = self.ahead[self.next]
+    def take(self) -> Job | None:
+        """The job heading the line comes out: it, if it takes part (its placement may change the
+        queue's allocation, so the keys are taken anew), else None."""
+        job = self.jobs[self.next]
         self.next += 1
-        self._key = None
+        if job.uid not in self.taking_part:
+            return None
+        self.left_taking_part -= 1
+        self._keys.clear()
         return job
+
+    def take_next_part(self) -> Job:
+        """The next job taking part, the jobs ahead of it coming out first."""
+        while True:
+            job = self.take()
+            if job is not None:
+                return job
 
 
 class _VictimLine:

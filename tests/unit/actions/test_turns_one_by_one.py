@@ -209,17 +209,19 @@ def test_rule_errors_of_turns_read_one_by_one_are_recorded_once(tmp_path: Path, 
 
 class _Named:
     def __init__(self, name: str) -> None:
-        self.name = name
+        self.name = self.uid = name
 
 
 def _told(p_leaf: list[str], victims: list[list[str]], keys: dict[str, list[float]]) -> list[str]:
-    """The turns a _Stepwise tells, each line's key read from `keys` by the name of its next job
-    (each job ahead of the preemptor heads its leaf in turn); UNDECIDED ends the list."""
+    """The turns a _Stepwise tells, each line's key read from `keys` by the name of the job heading
+    it (J and K take no part: each comes out of its line when that line is below the others);
+    UNDECIDED ends the list."""
     jobs = {name: _Named(name) for name in [*p_leaf, *(n for line in victims for n in line)]}
-    turns = solve._Stepwise(None, None, [jobs[n] for n in p_leaf], [(None, [jobs[n] for n in line]) for line in victims])  # type: ignore[arg-type]
-    turns._p_key = lambda: keys[turns.p_leaf[turns.p_next].name]  # type: ignore[method-assign, union-attr]
+    lines = [[jobs[n] for n in line] for line in [p_leaf, *victims]]
+    taking_part = {n for n in jobs if n not in ("J", "K")}
+    turns = solve._Stepwise(None, [(None, line) for line in lines], taking_part)  # type: ignore[arg-type]
     for line in turns.lines:
-        line.key = lambda ssn, line=line: keys[line.ahead[line.next].name]  # type: ignore[method-assign]
+        line.key = lambda ssn, line=line: keys[line.jobs[line.next].name]  # type: ignore[method-assign]
     out: list[str] = []
     while (job := turns.next()) is not None:
         if job is solve.UNDECIDED:
@@ -237,6 +239,11 @@ def test_each_turn_goes_to_the_line_whose_key_is_below_every_others() -> None:
     assert _told(["J", "P"], [["v1", "v2"]], keys) == ["P", "v1", "v2"]    # J and then P before v1
     # the last to take part takes its turn without a comparison
     assert _told(["P"], [], keys) == ["P"]
+    # a pending job K ahead of the victim in its leaf: the leaf's key is K's while K heads it
+    keys.update({"K": [0, 4.0], "v1": [0, 2.0], "P": [0, 3.0]})
+    assert _told(["P"], [["K", "v1"]], keys) == ["P", "v1"]
+    keys["K"] = [0, 1.0]
+    assert _told(["P"], [["K", "v1"]], keys) == ["v1", "P"]
 
 
 def test_a_turn_is_not_told_where_two_lines_keys_are_equal_but_the_last_element() -> None:
@@ -271,8 +278,10 @@ def test_a_simulation_given_up_leaves_every_pod_and_node_as_before_it() -> None:
     stmt.evict(task, "test", {})
     before = state(ssn), task.accepted, list(task.gpu_groups), ssn.groups_minted
     start = stmt.checkpoint()
-    turns = solve._Stepwise(ssn, ssn.shares.queues["p"], [want], [(ssn.shares.queues["v"], [victim])])
-    turns.next = lambda: victim if turns.lines[0].left() and not turns.lines[0].take() is None else solve.UNDECIDED  # type: ignore[method-assign]
+    turns = solve._Stepwise(ssn, [(ssn.shares.queues["p"], [want]), (ssn.shares.queues["v"], [victim])],
+                            {want.uid, victim.uid})
+    told = iter([victim, solve.UNDECIDED])
+    turns.next = lambda: next(told)  # type: ignore[method-assign]
     scn = type("S", (), {"preemptor": want})()
     got = solve._stepwise(solver, scn, stmt, [ssn.cluster.nodes["n1"]], [task], {victim.uid: victim, want.uid: want},
                           _KeyedOrder(ssn, solver.job_keys), turns)
