@@ -160,7 +160,9 @@ class ReclaimRefusals:
                 continue
             placing = tasks_to_allocate(ssn, ssn.cluster.jobs[uid], False)
             whole = sum(t.request.gpus for t in placing if not t.request.is_shared and not t.request.mig)
-            if whole > free or any(not fits_mask(view, t, with_releasing=True).any() for t in placing):
+            # a pod's fit reads only its request: one pod per request is asked
+            alike = {t.request: t for t in placing}.values()
+            if whole > free or any(not fits_mask(view, t, with_releasing=True).any() for t in alike):
                 sure += tasks
             else:
                 maybe += tasks
@@ -274,6 +276,8 @@ class _RefusalBounds:
         whole = [t.request.gpus for t, _ in self.maybe if not t.request.is_shared and not t.request.mig]
         self.must_stay = max(0.0, sum(whole) - free)     # whole GPUs among `maybe` that cannot all go back
         self._paths: dict[str, set[str]] = {}
+        self._queues = {q for _, q in [*self.sure, *self.maybe]}
+        self._within: dict[str, set[str]] = {}
 
     def refused(self) -> bool:
         scenario = self.scenario
@@ -301,19 +305,28 @@ class _RefusalBounds:
     def _least_taken(self, uid: str) -> Vec | None:
         """What the queue's subtree surely gives up, or None when it may give up nothing."""
         least = self._taken(uid, self.sure)
+        within = self._queues_within(uid)
         outside = sum(t.request.gpus for t, q in self.maybe
-                      if not t.request.is_shared and not t.request.mig and not self._under(q, uid))
+                      if not t.request.is_shared and not t.request.mig and q not in within)
         least["gpu"] += max(0.0, self.must_stay - outside)
-        inside = any(self._under(q, uid) for _, q in self.sure)
+        inside = any(q in within for _, q in self.sure)
         return least if inside or least["gpu"] > 0 else None
 
     def _taken(self, uid: str, tasks: list[tuple[Task, str]]) -> Vec:
         total = {r: 0.0 for r in RESOURCES}
+        within = self._queues_within(uid)
         for t, q in tasks:
-            if self._under(q, uid):
+            if q in within:
                 for r, v in accepted_quantities(t).items():
                     total[r] += v
         return total
+
+    def _queues_within(self, uid: str) -> set[str]:
+        """The pods' queues in the subtree of `uid` (asked once per queue, not once per pod)."""
+        within = self._within.get(uid)
+        if within is None:
+            within = self._within[uid] = {q for q in self._queues if self._under(q, uid)}
+        return within
 
     def _under(self, queue: str, uid: str) -> bool:
         path = self._paths.get(queue)
