@@ -8,7 +8,7 @@ and each queue is judged by the victims already taken from it plus its next one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kaipolicy.actions.heap import GoHeap, SortedByKey
@@ -44,17 +44,32 @@ class SortedJobs:
     jobs: dict[str, Job]
     position: dict[str, int]    # per job uid: where the leaves list it
     leaf_of: dict[str, str]
+    # the jobs changed, and those of them with pending pods, as of a count of the session's status
+    # changes of these jobs (see _changed)
+    _changed_then: list[Any] = field(default_factory=lambda: [-1, [], []], compare=False, repr=False)
 
     def changed(self, ssn: Session, skip: set[str]) -> list[Job]:
         """The jobs listed here, but not in `skip`, whose pods changed status since their keys
         were taken (their keys may differ), in the order listed."""
-        changes = ssn.status_changes
-        versions = self.versions
-        # only the jobs the session saw change can have changed: the rest are as they were listed
-        changed = [self.jobs[uid] for uid in ssn.status_touched
-                   if uid in versions and uid not in skip and changes.get(uid, 0) != versions[uid]]
-        changed.sort(key=lambda j: self.position[j.uid])
-        return changed
+        return [j for j in self._changed(ssn)[0] if j.uid not in skip]
+
+    def changed_pending(self, ssn: Session, skip: set[str]) -> bool:
+        """Some job `changed` gives has pending pods."""
+        return any(j.uid not in skip for j in self._changed(ssn)[1])
+
+    def _changed(self, ssn: Session) -> tuple[list[Job], list[Job]]:
+        """Every changed job, and those with pending pods; worked out again only after a status
+        change of one of these jobs (nothing else changes either list)."""
+        then = self._changed_then
+        if then[0] != ssn.watched_changes:
+            changes = ssn.status_changes
+            versions = self.versions
+            # only the jobs the session saw change can have changed: the rest are as they were listed
+            changed = [self.jobs[uid] for uid in ssn.status_touched
+                       if uid in versions and changes.get(uid, 0) != versions[uid]]
+            changed.sort(key=lambda j: self.position[j.uid])
+            then[:] = [ssn.watched_changes, changed, [j for j in changed if j.has_pending]]
+        return then[1], then[2]
 
 
 @dataclass(frozen=True)

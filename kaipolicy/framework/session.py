@@ -115,6 +115,7 @@ class Session:
         # jobs whose status changes are noted in `status_touched` (see watch_status)
         self._watched: set[str] = set()
         self.status_touched: set[str] = set()
+        self.watched_changes = 0     # status changes of the watched jobs' pods so far
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
@@ -227,6 +228,7 @@ class Session:
         self.status_changes[task.job] = self.status_changes.get(task.job, 0) + 1
         if task.job in self._watched:
             self.status_touched.add(task.job)
+            self.watched_changes += 1
         self.cache.pop(("tasks-to-allocate", task.job), None)
         self.cache.pop(("init-request", task.job), None)
 

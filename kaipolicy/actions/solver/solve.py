@@ -591,9 +591,9 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
     if any(q is p_queue or (q.parent or "") != parent for q in v_queues if q is not None):
         return None
     shared = solver.pending_order()
-    changed = shared.changed(ssn, set(jobs))
-    if any(j.has_pending for j in changed):
+    if shared.changed_pending(ssn, set(jobs)):
         return None   # loading would key it again
+    changed = shared.changed(ssn, set(jobs))
     left_out = {*jobs, *(j.uid for j in changed)}
     keys = {j.uid: order.key_of(j) for j in sorted(jobs.values(), key=lambda j: j.order)}
     order.preset = keys

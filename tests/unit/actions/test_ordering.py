@@ -6,6 +6,7 @@ import pytest
 
 from kaipolicy.actions import ordering
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue
+from kaipolicy.api.task import Status
 from kaipolicy.cycle import open_session
 from kaipolicy.framework.config import SchedulerConfig
 from tests.scenarios.shared import default_bundle
@@ -68,6 +69,25 @@ def test_a_sorted_order_loads_again_without_the_skipped_jobs_and_those_whose_pod
     again = JobsByQueue(ssn)
     assert [j.name for j in again.add_sorted(sorted_jobs, {by_name["a3"].uid})] == ["a1"]
     assert [again.pop().name for _ in range(3)] == popped   # type: ignore[union-attr]
+
+
+def test_the_changed_jobs_are_asked_again_after_every_status_change_of_a_listed_job() -> None:
+    # what the list of changed jobs remembers between calls must follow each status change
+    jobs = [job(f"a{i}", tasks=[{"state": "Pending"}, {"state": "Pending"}], minAvailable=1) for i in range(3)]
+    ssn = open_session(scenario([node("n0", gpus=8)], jobs).snapshot(), SchedulerConfig(), default_bundle())
+    by_name = {j.name: j for j in ssn.cluster.jobs.values()}
+    sorted_jobs = JobsByQueue(ssn).add(ssn.cluster.jobs.values(), JobFilter(pending=True)).sorted_jobs()
+    assert sorted_jobs.changed(ssn, set()) == [] and not sorted_jobs.changed_pending(ssn, set())
+    first, second = by_name["a1"].tasks.values()
+    ssn.set_status(first, Status.PIPELINED)
+    assert [j.name for j in sorted_jobs.changed(ssn, set())] == ["a1"]
+    assert sorted_jobs.changed_pending(ssn, set()) and not sorted_jobs.changed_pending(ssn, {by_name["a1"].uid})
+    ssn.set_status(second, Status.PIPELINED)     # a1 has no pending pod left
+    assert [j.name for j in sorted_jobs.changed(ssn, set())] == ["a1"]
+    assert not sorted_jobs.changed_pending(ssn, set())
+    ssn.set_status(next(iter(by_name["a2"].tasks.values())), Status.PIPELINED)
+    assert [j.name for j in sorted_jobs.changed(ssn, {by_name["a1"].uid})] == ["a2"]
+    assert sorted_jobs.changed_pending(ssn, set())
 
 
 def test_a_disposed_order_is_freed_by_reference_counting_alone() -> None:
