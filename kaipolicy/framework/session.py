@@ -126,7 +126,7 @@ class Session:
         # (what, action): jobs tried, scenarios simulated and filtered (the reference's counters)
         self.tally: Counter[tuple[str, str]] = Counter()
         self.plugin_seconds: dict[str, float] = {}   # binding each plugin's rules at session open
-        self._groups_minted = 0
+        self.groups_minted = 0      # shared-GPU group ids minted (a simulation undone sets it back)
         self._groups_taken: set[str] | None = None   # group ids the snapshot already uses
         self.scoring_nodes: Sequence[Node] = ()
         self.last_scores = ScoreSheet((), np.zeros(0), {}, {})
@@ -142,19 +142,10 @@ class Session:
             self._groups_taken.update(g for j in self.cluster.jobs.values() for t in j.tasks.values()
                                       for g in t.gpu_groups)
         while True:
-            self._groups_minted += 1
-            group = f"new-{self._groups_minted}"
+            self.groups_minted += 1
+            group = f"new-{self.groups_minted}"
             if group not in self._groups_taken:
                 return group
-
-    @property
-    def groups_minted(self) -> int:
-        """How many shared-GPU group ids were minted (a simulation undone sets it back)."""
-        return self._groups_minted
-
-    @groups_minted.setter
-    def groups_minted(self, count: int) -> None:
-        self._groups_minted = count
 
     @property
     def job_keys_pure(self) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -82,13 +82,19 @@ Outcome = tuple[Any, dict[tuple[Any, ...], dict[str, int]]]
 
 
 def outcome(doc: dict[str, Any]) -> Outcome | str:
-    """The report and audit log, new group ids renamed by first appearance, with the rules'
-    refusal counts taken out of the job records (by cycle, action and job)."""
-    audit = Audit(enabled=True, detail=True)
+    """The scenario's cycles as `observed` gives them, or the error that stopped them."""
     try:
-        res = simulate(scenario_from_doc(doc, "<test>"), default_bundle(), audit=audit)
+        return observed(lambda audit: simulate(scenario_from_doc(doc, "<test>"), default_bundle(), audit=audit))
     except KaipolicyError as e:
         return f"error: {e}"
+
+
+def observed(run: Callable[[Audit], Any]) -> Outcome:
+    """The report and detailed audit log of `run` (a simulation writing to the audit it is given),
+    new group ids renamed by first appearance, with the rules' refusal counts taken out of the job
+    records (by cycle, action and job)."""
+    audit = Audit(enabled=True, detail=True)
+    res = run(audit)
     refusals: dict[tuple[Any, ...], dict[str, int]] = {}
     records = []
     for r in audit.records:
@@ -109,6 +115,11 @@ def same_with_and_without_shortcuts(doc: dict[str, Any]) -> bool:
         plain = outcome(doc)
     if isinstance(fast, str) or isinstance(plain, str):
         return fast == plain
+    return alike(fast, plain)
+
+
+def alike(fast: Outcome, plain: Outcome) -> bool:
+    """The same report and audit log, refusal counts compared as the shortcuts allow."""
     return fast[0] == plain[0] and _refusals_alike(fast[1], plain[1])
 
 

@@ -497,7 +497,7 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
             order.placements += 1
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
         else:
-            if RUNS_PASSED_OVER and not isinstance(turns, _Stepwise):
+            if RUNS_PASSED_OVER and turns is None:
                 order.pass_over(jobs)
             continue
         if placed and unplaced and solver.refusals is not None \
@@ -553,7 +553,9 @@ def _stepwise(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes: 
 def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
                    jobs: dict[str, Job]) -> list[Job] | _Stepwise | None:
     """The jobs taking part, in the order their turns come, when keys alone settle it (the order
-    is then not loaded); else None, with the participants' keys handed to `order` to load.
+    is then not loaded); a _Stepwise when their bounds do not, but each turn may be told from the
+    keys when it comes (see TURNS_ONE_BY_ONE); else None, with the participants' keys handed to
+    `order` to load.
 
     Settled when the victim jobs would be the first jobs of their leaf queues, those leaves and the
     preemptor's queue P are siblings (or all roots), queue keys are the proportion built-in's, and
@@ -591,9 +593,10 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
     if any(q is p_queue or (q.parent or "") != parent for q in v_queues if q is not None):
         return None
     shared = solver.pending_order()
-    if shared.changed_pending(ssn, set(jobs)):
+    taking_part = set(jobs)
+    if shared.changed_pending(ssn, taking_part):
         return None   # loading would key it again
-    changed = shared.changed(ssn, set(jobs))
+    changed = shared.changed(ssn, taking_part)
     left_out = {*jobs, *(j.uid for j in changed)}
     keys = {j.uid: order.key_of(j) for j in sorted(jobs.values(), key=lambda j: j.order)}
     order.preset = keys
@@ -613,9 +616,9 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
         if share is None:
             return None
         lines.append(_VictimLine(share, ahead))
-    specs = [(line.share, line.ahead) for line in lines]
+    leaves = [(p_share, [preemptor]), *((line.share, line.ahead) for line in lines)]
     if not first_of_their_leaves:
-        return _stepwise_lines(ssn, shared, left_out, keys, [(p_share, [preemptor]), *specs], set(jobs))
+        return _stepwise_lines(ssn, shared, left_out, keys, leaves, taking_part)
     try:
         limit = capacity.queue_order_key_unmemoised(shares, p_share, ssn.job_request(preemptor), None)[:-1]
         turns: list[Job] = []
@@ -637,7 +640,7 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
             return [*turns, preemptor]
     except Exception:  # noqa: BLE001 - the built-in's own failure is left to the order's keys
         return None
-    return _stepwise_lines(ssn, shared, left_out, keys, [(p_share, [preemptor]), *specs], set(jobs))
+    return _stepwise_lines(ssn, shared, left_out, keys, leaves, taking_part)
 
 
 def _stepwise_lines(ssn: Session, shared: SortedJobs, left_out: set[str], keys: dict[str, Any],

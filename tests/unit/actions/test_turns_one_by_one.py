@@ -6,7 +6,6 @@ audits exactly what it decides with every shortcut off."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +21,7 @@ from kaipolicy.rules.standard import VOCABULARY
 from kaipolicy.simulate import simulate, without_timings
 from tests.fuzz import reclaim_pressure
 from tests.scenarios.shared import default_bundle
-from tests.scenarios.test_eviction_shortcuts import _bench, _refusals_alike, switched
+from tests.scenarios.test_eviction_shortcuts import _bench, alike, observed, switched
 from tests.unit.helpers import job, node, scenario
 
 POLICIES = Path(__file__).resolve().parents[3] / "policies"
@@ -80,28 +79,6 @@ def forced(bounds_fail: bool, undecided_after: int | None) -> Iterator[dict[str,
         yield seen
     finally:
         solve._VictimLine.most_key, solve._Stepwise.next, solve._stepwise = most_key, step, undo
-
-
-def observed(run: Any) -> tuple[Any, dict[Any, Any]]:
-    """A cycle's report and detailed audit log (new GPU group ids by first appearance), with the
-    rules' refusal counts taken out of the job records."""
-    audit = Audit(enabled=True, detail=True)
-    res = run(audit)
-    refusals: dict[Any, Any] = {}
-    records = []
-    for r in audit.records:
-        if "refusals" in r:
-            r = dict(r)
-            refusals[r.get("cycle"), r.get("action"), r.get("job")] = r.pop("refusals")
-        records.append(r)
-    text = json.dumps([without_timings(res.report()), records], sort_keys=True)
-    names: dict[str, str] = {}
-    text = re.sub(r'"new-\d+"', lambda m: names.setdefault(m.group(0), f'"new-#{len(names)}"'), text)
-    return json.loads(text), refusals
-
-
-def alike(fast: tuple[Any, dict[Any, Any]], plain: tuple[Any, dict[Any, Any]]) -> bool:
-    return fast[0] == plain[0] and _refusals_alike(fast[1], plain[1])
 
 
 def pressure_run(seed: int) -> Any:
