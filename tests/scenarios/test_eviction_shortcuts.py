@@ -54,6 +54,7 @@ SHORTCUTS = {
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),
+    "a leaf queue's victims a sorted list popped from its end, not a heap": (victim_queue, "LEAVES_AS_LISTS"),
     "feasible nodes read from each node's idle and releasing GPUs kept in the node table": (views, "GPU_ROOM_KEPT"),
     "the idle-GPU filter reads each node's free GPUs kept in the node table": (filters, "FREE_GPUS_KEPT"),
     "a whole job's order key remembered by its count of status changes": (session, "WHOLE_JOB_KEYS_BY_COUNT"),

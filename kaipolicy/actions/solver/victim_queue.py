@@ -1,8 +1,9 @@
 """Victim jobs in eviction order, and the scenarios built from them one victim job at a time.
 
-`VictimQueue` is the queue tree of `JobsByQueue(victims=True)` whose leaf heaps are filled from
-one sorted list per solution (a sorted list is a valid heap, and job keys are a total order, so
-pops come out exactly as if every job had been pushed), with job keys memoised per view.
+`VictimQueue` is the queue tree of `JobsByQueue(victims=True)` whose leaves are filled from one
+sorted list per solution, with job keys memoised per view. Job keys are a total order (they end
+with the job's uid), so a leaf's heap would pop its jobs in key order, greatest first: a leaf is
+that list, popped from its end (`LeafVictims`).
 `ScenarioBuilder` pops victims, lets each give up its next pods, and keeps only scenarios that
 pass the filters.
 """
@@ -58,19 +59,52 @@ class VictimQueue(JobsByQueue):
             q = queues.get(name)
             if q is None or (q.parent and q.parent not in queues) or not q.is_leaf:
                 continue
-            leaf = _QueueNode(q, True, GoHeap(self._job_less))
+            if not LEAVES_AS_LISTS:
+                leaf = _QueueNode(q, True, GoHeap(self._job_less))
+            else:
+                leaf = _QueueNode(q, True, LeafVictims(keys))
             if kept is not None:
-                leaf.children.items = kept.descending(q.uid, members, key_of, self.ssn.status_changes, keys)
+                ascending = kept.ascending(q.uid, members, key_of, self.ssn.status_changes, keys)
             else:
                 keyed = [(key_of(j), j) for j in members]
-                keyed.sort(key=_first, reverse=True)   # keys end with the job's uid: no two are equal
+                keyed.sort(key=_first)   # keys end with the job's uid: no two are equal
                 for key, j in keyed:
                     keys[j.uid] = key
-                leaf.children.items = [j for _, j in keyed]
+                ascending = [j for _, j in keyed]
+            # a heap's array in descending order is a valid heap
+            leaf.children.items = ascending if LEAVES_AS_LISTS else ascending[::-1]
             self.nodes[q.uid] = leaf
             self._link(leaf)
             self._mark(leaf)
         return self
+
+
+#: A leaf's victims are a list in key order popped from its end (False: a heap sifting like Go's,
+#: as the reference's; the tests compare both).
+LEAVES_AS_LISTS = True
+
+
+class LeafVictims:
+    """A leaf queue's victim jobs in ascending key order: the greatest pops first, as from the
+    reference's heap (keys are distinct). `keys` is the order's job keys by uid; a job pushed
+    has its key there already."""
+
+    def __init__(self, keys: dict[str, tuple[Any, ...]]) -> None:
+        self.items: list[Job] = []   # named as the heap's list: an order tells either kind empty by it
+        self._keys = keys
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def peek(self) -> Job:
+        return self.items[-1]
+
+    def pop(self) -> Job:
+        return self.items.pop()
+
+    def push(self, job: Job) -> None:
+        keys = self._keys
+        bisect.insort(self.items, job, key=lambda j: keys[j.uid])
 
 
 #: Keep each leaf queue's victims in key order between the victim queues of one action, placing
@@ -90,8 +124,9 @@ class KeptLeaves:
     def __init__(self) -> None:
         self.leaves: dict[str, tuple[list[tuple[Any, ...]], list[Job], dict[str, int]]] = {}
 
-    def descending(self, quid: str, members: list[Job], key_of: Callable[[Job], tuple[Any, ...]],
-                   counts: dict[str, int], keys_out: dict[str, tuple[Any, ...]]) -> list[Job]:
+    def ascending(self, quid: str, members: list[Job], key_of: Callable[[Job], tuple[Any, ...]],
+                  counts: dict[str, int], keys_out: dict[str, tuple[Any, ...]]) -> list[Job]:
+        """The leaf's jobs in ascending key order (a new list), their keys put in `keys_out`."""
         now = {j.uid: counts.get(j.uid, 0) for j in members}
         kept = self.leaves.get(quid)
         if kept is None:
@@ -112,7 +147,7 @@ class KeptLeaves:
                         jobs.insert(i, j)
         self.leaves[quid] = (keys, jobs, now)
         keys_out.update(zip([j.uid for j in jobs], keys))
-        return jobs[::-1]
+        return list(jobs)
 
 
 def _order(job: Job) -> int:

@@ -128,8 +128,8 @@ def test_a_kept_leaf_order_is_the_sort_of_its_jobs_whatever_joined_left_or_chang
             counts[j.uid] = counts.get(j.uid, 0) + 1
         members = sorted(rng.sample(jobs, rng.randint(1, 30)), key=lambda j: j.uid)
         keys: dict[str, tuple[int, str]] = {}
-        got = kept.descending("leaf", members, key_of, counts, keys)  # type: ignore[arg-type]
-        want = sorted(members, key=key_of, reverse=True)
+        got = kept.ascending("leaf", members, key_of, counts, keys)  # type: ignore[arg-type]
+        want = sorted(members, key=key_of)
         assert [j.uid for j in got] == [j.uid for j in want]
         assert keys == {j.uid: key_of(j) for j in members}
 
