@@ -4,10 +4,12 @@ solution leaves no trace, victims come out in eviction order, filters drop hopel
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
+from kaipolicy.actions.heap import GoHeap
 from kaipolicy.actions.solver import JobSolver, feasible_nodes, tasks_to_evict
 from kaipolicy.actions.solver.filters import greedy_match
-from kaipolicy.actions.solver.victim_queue import KeptLeaves
+from kaipolicy.actions.solver.victim_queue import KeptLeaves, LeafVictims
 from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.task import Status
 from kaipolicy.cycle import open_session
@@ -112,6 +114,41 @@ def test_the_filters_count_each_victim_pod_once_recorded_first_and_a_pod_without
 class _Job:
     def __init__(self, uid: str) -> None:
         self.uid = uid
+
+
+def _greatest_first(keys: dict[str, tuple[int, str]]) -> Callable[[_Job, _Job], bool]:
+    """The victim queue's comparison: a job is `less` (pops first) when its key is greater."""
+    return lambda a, b: keys[b.uid] < keys[a.uid]
+
+
+def test_a_leaf_as_a_sorted_list_pops_its_victims_as_the_references_heap_does() -> None:
+    # keys are distinct (they end with the job's uid); victims come out greatest key first, and a
+    # victim pushed back (its pods not yet taken, under a new key) takes its place among the rest
+    for seed in range(50):
+        rng = random.Random(seed)
+        keys: dict[str, tuple[int, str]] = {}
+        jobs = [_Job(f"j{i:02d}") for i in range(rng.randint(1, 30))]
+        for j in jobs:
+            keys[j.uid] = (rng.randint(0, 5), j.uid)
+        ascending = sorted(jobs, key=lambda j: keys[j.uid])
+        heap: GoHeap[_Job] = GoHeap(_greatest_first(keys))
+        heap.items = ascending[::-1]            # as the victim queue loads it: a sorted array is a heap
+        leaf = LeafVictims(keys)
+        leaf.items = list(ascending)  # type: ignore[arg-type]
+        popped_heap, popped_leaf = [], []
+        pushed = 0
+        while heap.items:
+            assert leaf.peek().uid == heap.peek().uid
+            a, b = heap.pop(), leaf.pop()
+            popped_heap.append(a.uid)
+            popped_leaf.append(b.uid)
+            if rng.random() < 0.3:
+                back = _Job(f"{a.uid}-rest{pushed}")
+                pushed += 1
+                keys[back.uid] = (rng.randint(0, 5), back.uid)
+                heap.push(back)
+                leaf.push(back)  # type: ignore[arg-type]
+        assert not leaf.items and popped_leaf == popped_heap, f"seed {seed}"
 
 
 def test_a_kept_leaf_order_is_the_sort_of_its_jobs_whatever_joined_left_or_changed_between_loads() -> None:
