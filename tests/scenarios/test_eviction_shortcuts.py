@@ -51,6 +51,7 @@ SHORTCUTS = {
     "recorded victims evicted once for a run of scenarios built ahead": (solve, "RECORDED_EVICTED_ONCE"),
     "victims of several queues in turns read from the keys": (solve, "QUEUES_INTERLEAVED"),
     "each turn read from the keys when it comes, where the bounds cannot settle the turns": (solve, "TURNS_ONE_BY_ONE"),
+    "one key bounding every turn of a single victim queue": (solve, "ONE_LINE_AT_ONCE"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),

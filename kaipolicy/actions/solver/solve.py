@@ -621,6 +621,12 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
         return _stepwise_lines(ssn, shared, left_out, keys, leaves, taking_part)
     try:
         limit = capacity.queue_order_key_unmemoised(shares, p_share, ssn.job_request(preemptor), None)[:-1]
+        if len(lines) == 1 and ONE_LINE_AT_ONCE:
+            told = _VictimLine(lines[0].share, lines[0].ahead).all_below(ssn, limit)
+            if told is UNDECIDED:
+                return _stepwise_lines(ssn, shared, left_out, keys, leaves, taking_part)
+            if told is not None:
+                return [*told, preemptor]
         turns: list[Job] = []
         while True:
             waiting = [line for line in lines if line.left()]
@@ -664,6 +670,11 @@ def _stepwise_lines(ssn: Session, shared: SortedJobs, left_out: set[str], keys: 
 #: Victims of several queues take their turns in an order read from the keys where the keys
 #: settle it (False: only victims of one queue; the tests compare both). See _turns_by_keys.
 QUEUES_INTERLEAVED = True
+
+#: With victims of one queue, one key bounding every turn's is compared with the preemptor's
+#: queue's, instead of one per turn (False: one per turn; the tests compare both). See
+#: _VictimLine.all_below.
+ONE_LINE_AT_ONCE = True
 
 #: Where the bounds of _turns_by_keys cannot settle the turns before the simulation, each turn is
 #: read from the keys as they are when it comes, the preemptor's leaf queue taking part with the
@@ -788,6 +799,31 @@ class _VictimLine:
             bound = {r: v + abs(v) * 1e-9 + 1e-6 for r, v in self.most.items()}
             self._most = capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None, bound)[:-1]
         return self._most
+
+    def all_below(self, ssn: Session, limit: list[object]) -> list[Job] | _Undecided | None:
+        """The line's jobs, in turn order, when every turn's `most_key` is below `limit`, read from
+        one key that bounds them all (`capacity.queue_order_key_bounding`: the greatest bound of
+        what the queue holds, and per resource the greatest bound plus the request of the job
+        at its head): the bounds and the sums only grow from turn to turn, and so do the keys'
+        elements. None when that key is not below `limit` (each turn is then asked as it comes);
+        UNDECIDED when a job's grant depends on the node (`take`), which ends the settling as it
+        would turn by turn. The line is used up."""
+        held: dict[str, float] = {}
+        with_job = {r: 0.0 for r in RESOURCES}
+        taken: list[Job] = []
+        while self.left():
+            request = ssn.job_request(self.ahead[self.next])
+            held = {r: v + abs(v) * 1e-9 + 1e-6 for r, v in self.most.items()}   # as most_key bounds it
+            for r in RESOURCES:
+                with_job[r] = max(with_job[r], float(held[r]) + request[r])
+            job = self.take(ssn)
+            if job is None:
+                return UNDECIDED
+            taken.append(job)
+        if not taken:
+            return taken
+        return taken if capacity.queue_order_key_bounding(ssn.shares, self.share, held, with_job)[:-1] < limit \
+            else None
 
     def take(self, ssn: Session) -> Job | None:
         """The next victim, its most added to what the queue can hold; None when a grant's share

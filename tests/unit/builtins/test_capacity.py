@@ -49,3 +49,37 @@ def test_a_path_without_limits_lets_a_preemptible_job_through_but_holds_a_firm_o
     assert not firm.preemptible
     assert capacity.job_over_capacity(shares, firm, list(firm.tasks.values()) * 10) \
         .startswith("Non-preemptible workload is over quota")
+
+
+def test_a_bounding_queue_key_is_at_or_above_every_key_it_bounds_element_by_element() -> None:
+    # the solver compares one bounding key with the preemptor's queue's key instead of one key
+    # per victim turn (solve._VictimLine.all_below): each element but the last must be at or
+    # above that element of the queue's key at any allocation up to `held` and any allocation
+    # plus request up to `with_job`, taken as the solver takes them (growing turn by turn)
+    import random
+
+    shares, _ = _shares()
+    rng = random.Random(3)
+    queues = list(shares.queues.values())
+    checked = 0
+    for _ in range(400):
+        qs = rng.choice(queues)
+        most = {r: rng.choice([0.0, 1.0, 2.5, 3.0, 8.0, 1e3, 4e9]) * rng.random() for r in ("cpu", "memory", "gpu")}
+        held: dict[str, float] = {}
+        with_job = {r: 0.0 for r in most}
+        keys = []
+        for _turn in range(rng.randint(1, 5)):
+            request = {r: rng.choice([0.0, 0.5, 1.0, 2.0, 3.0, 1e3, 1e9]) for r in most}
+            held = {r: v + abs(v) * 1e-9 + 1e-6 for r, v in most.items()}
+            keys.append(capacity.queue_order_key_unmemoised(shares, qs, request, None, held)[:-1])
+            for r in most:
+                with_job[r] = max(with_job[r], float(held[r]) + request[r])
+                most[r] += request[r] * rng.choice([1.0, 1.0, 2.0])    # what a victim can take back
+        bound = capacity.queue_order_key_bounding(shares, qs, held, with_job)[:-1]
+        for key in keys:
+            assert all(b >= k for b, k in zip(bound, key, strict=True)), (qs.queue.name, bound, key)
+            checked += 1
+        # and it is the very key when one turn is all there is
+        if len(keys) == 1:
+            assert bound == keys[0]
+    assert checked > 400
