@@ -147,33 +147,6 @@ def queue_order_key_unmemoised(shares: Shares, qs: QueueShare, job_request: Vec 
     ]
 
 
-def queue_order_key_bounding(shares: Shares, qs: QueueShare, held: Vec, with_job: Vec) -> list[object]:
-    """A key at or above, element by element (the last but not compared), the key
-    `queue_order_key_unmemoised` gives the queue with no victims, an allocation `allocated` and a
-    request, wherever each resource's allocation is at most `held` and the allocation plus the
-    request (as that function adds them) at most `with_job`: each of those elements never
-    decreases as the allocation or the allocation plus the request grows."""
-    over_used, starved, zero_share_violation = True, True, False
-    with_extra = plain = 0.0
-    fixed, dominance = _fixed_parts(shares, qs)
-    for r, _sh, fair, deserved, cap_raw, cap in fixed:
-        alloc = float(held[r])
-        over_used = over_used and fair < alloc
-        starved = starved and at_most(with_job[r], deserved)
-        zero_share_violation = zero_share_violation or (cap_raw == 0 and with_job[r] > 0)
-        with_extra = max(with_extra, _share_of(with_job[r], cap))
-        plain = max(plain, _share_of(held[r] + 0.0, cap))
-    return [
-        1 if over_used else 0,
-        0 if starved else 1,
-        -qs.queue.priority,
-        1 if zero_share_violation else 0,
-        with_extra,
-        plain,
-        dominance,
-    ]
-
-
 _Fixed = tuple[str, Share, float, float, float, float]
 
 

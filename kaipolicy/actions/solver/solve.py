@@ -795,35 +795,37 @@ class _VictimLine:
         """The same, holding the most it can then."""
         if self._most is None:
             request = ssn.job_request(self.ahead[self.next])
-            # a margin over the sum, for the order the additions are made in
-            bound = {r: v + abs(v) * 1e-9 + 1e-6 for r, v in self.most.items()}
-            self._most = capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None, bound)[:-1]
+            self._most = capacity.queue_order_key_unmemoised(ssn.shares, self.share, request, None, self._bound())[:-1]
         return self._most
 
     def all_below(self, ssn: Session, limit: list[object]) -> list[Job] | _Undecided | None:
         """The line's jobs, in turn order, when every turn's `most_key` is below `limit`, read from
-        one key that bounds them all (`capacity.queue_order_key_bounding`: the greatest bound of
-        what the queue holds, and per resource the greatest bound plus the request of the job
-        at its head): the bounds and the sums only grow from turn to turn, and so do the keys'
-        elements. None when that key is not below `limit` (each turn is then asked as it comes);
-        UNDECIDED when a job's grant depends on the node (`take`), which ends the settling as it
-        would turn by turn. The line is used up."""
-        held: dict[str, float] = {}
-        with_job = {r: 0.0 for r in RESOURCES}
+        one key that bounds them all: the queue's key at the last turn's bound of what it holds,
+        with per resource the greatest request of a job at its head. Bounds only grow from turn
+        to turn, and every element of the key but the last never decreases as the allocation or
+        the request grows (the sums are rounded up monotonically too). None when that key is not
+        below `limit` (each turn is then asked as it comes); UNDECIDED when a job's grant depends
+        on the node (`take`), which ends the settling as it would turn by turn. The line is used
+        up."""
+        bound: dict[str, float] = {}
+        most_asked = {r: 0.0 for r in RESOURCES}
         taken: list[Job] = []
         while self.left():
             request = ssn.job_request(self.ahead[self.next])
-            held = {r: v + abs(v) * 1e-9 + 1e-6 for r, v in self.most.items()}   # as most_key bounds it
             for r in RESOURCES:
-                with_job[r] = max(with_job[r], float(held[r]) + request[r])
+                most_asked[r] = max(most_asked[r], request[r])
+            bound = self._bound()
             job = self.take(ssn)
             if job is None:
                 return UNDECIDED
             taken.append(job)
-        if not taken:
-            return taken
-        return taken if capacity.queue_order_key_bounding(ssn.shares, self.share, held, with_job)[:-1] < limit \
-            else None
+        key = capacity.queue_order_key_unmemoised(ssn.shares, self.share, most_asked, None, bound)[:-1]
+        return taken if key < limit else None
+
+    def _bound(self) -> dict[str, float]:
+        """What the queue can hold at the head's turn, with a margin over the sum for the order the
+        additions are made in."""
+        return {r: v + abs(v) * 1e-9 + 1e-6 for r, v in self.most.items()}
 
     def take(self, ssn: Session) -> Job | None:
         """The next victim, its most added to what the queue can hold; None when a grant's share

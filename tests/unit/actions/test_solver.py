@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 
 from kaipolicy.actions.heap import GoHeap
-from kaipolicy.actions.solver import JobSolver, feasible_nodes, tasks_to_evict
+from kaipolicy.actions.solver import JobSolver, feasible_nodes, solve, tasks_to_evict
 from kaipolicy.actions.solver.filters import greedy_match
 from kaipolicy.actions.solver.victim_queue import KeptLeaves, LeafVictims
 from kaipolicy.actions.solver.views import partial_job
@@ -239,3 +239,32 @@ def test_turns_are_not_read_from_the_keys_when_loading_would_key_a_changed_pendi
     placed.allocate(next(iter(gang.tasks.values())), "n1")
     placed.commit()
     assert gang.has_pending and turns() is None
+
+
+def test_one_key_settles_a_victim_queue_s_turns_only_when_every_turn_s_key_is_below() -> None:
+    # solve._VictimLine.all_below stands for one most_key per turn: it may give up (None) where
+    # the turns would settle, but where it settles them every turn's key is below the limit
+    ssn = build()
+    victims = [ssn.cluster.jobs[f"r{i}"] for i in range(4)]
+    stmt = ssn.statement()
+    for j in victims:
+        for t in j.tasks.values():
+            stmt.evict(t, "test")
+    share = ssn.shares.queues[victims[0].queue]
+
+    def turn_keys() -> list[list[object]]:
+        line = solve._VictimLine(share, victims)
+        keys = []
+        while line.left():
+            keys.append(line.most_key(ssn))
+            line.take(ssn)
+        return keys
+
+    keys = turn_keys()
+    assert keys[0] < keys[-1]          # the queue is judged worse turn by turn
+    assert solve._VictimLine(share, victims).all_below(ssn, [float("inf")] * 6) == victims
+    assert solve._VictimLine(share, victims).all_below(ssn, keys[-1]) is None
+    for limit in keys:
+        told = solve._VictimLine(share, victims).all_below(ssn, limit)
+        assert told is None or all(k < limit for k in keys)
+    stmt.discard()

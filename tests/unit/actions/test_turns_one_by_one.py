@@ -40,6 +40,7 @@ def forced(bounds_fail: bool, undecided_after: int | None) -> Iterator[dict[str,
     sent back to the order after some job was placed."""
     seen = {"told": 0, "undone after a placement": 0}
     most_key, step, undo = solve._VictimLine.most_key, solve._Stepwise.next, solve._stepwise
+    one_line = solve.ONE_LINE_AT_ONCE
 
     def never_below(self: Any, ssn: Any) -> list[object]:
         return [float("inf")] * 6
@@ -73,12 +74,14 @@ def forced(bounds_fail: bool, undecided_after: int | None) -> Iterator[dict[str,
 
     if bounds_fail:
         solve._VictimLine.most_key = never_below
+        solve.ONE_LINE_AT_ONCE = False      # its one key would settle what most_key no longer does
     solve._Stepwise.next = next_turn
     solve._stepwise = watched
     try:
         yield seen
     finally:
         solve._VictimLine.most_key, solve._Stepwise.next, solve._stepwise = most_key, step, undo
+        solve.ONE_LINE_AT_ONCE = one_line
 
 
 def pressure_run(seed: int) -> Any:

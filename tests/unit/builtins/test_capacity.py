@@ -51,11 +51,11 @@ def test_a_path_without_limits_lets_a_preemptible_job_through_but_holds_a_firm_o
         .startswith("Non-preemptible workload is over quota")
 
 
-def test_a_bounding_queue_key_is_at_or_above_every_key_it_bounds_element_by_element() -> None:
-    # the solver compares one bounding key with the preemptor's queue's key instead of one key
-    # per victim turn (solve._VictimLine.all_below): each element but the last must be at or
-    # above that element of the queue's key at any allocation up to `held` and any allocation
-    # plus request up to `with_job`, taken as the solver takes them (growing turn by turn)
+def test_the_key_at_the_last_bound_and_the_greatest_request_is_at_or_above_every_turns_key() -> None:
+    # the solver compares one key with the preemptor's queue's key instead of one key per victim
+    # turn (solve._VictimLine.all_below): the queue's key at the last turn's bound of what it holds
+    # and, per resource, the greatest request of a job at its head. Each element but the last must
+    # be at or above that element of every turn's key, the bounds growing as the solver grows them
     import random
 
     shares, _ = _shares()
@@ -66,16 +66,16 @@ def test_a_bounding_queue_key_is_at_or_above_every_key_it_bounds_element_by_elem
         qs = rng.choice(queues)
         most = {r: rng.choice([0.0, 1.0, 2.5, 3.0, 8.0, 1e3, 4e9]) * rng.random() for r in ("cpu", "memory", "gpu")}
         held: dict[str, float] = {}
-        with_job = {r: 0.0 for r in most}
+        asked = {r: 0.0 for r in most}
         keys = []
         for _turn in range(rng.randint(1, 5)):
             request = {r: rng.choice([0.0, 0.5, 1.0, 2.0, 3.0, 1e3, 1e9]) for r in most}
             held = {r: v + abs(v) * 1e-9 + 1e-6 for r, v in most.items()}
             keys.append(capacity.queue_order_key_unmemoised(shares, qs, request, None, held)[:-1])
             for r in most:
-                with_job[r] = max(with_job[r], float(held[r]) + request[r])
+                asked[r] = max(asked[r], request[r])
                 most[r] += request[r] * rng.choice([1.0, 1.0, 2.0])    # what a victim can take back
-        bound = capacity.queue_order_key_bounding(shares, qs, held, with_job)[:-1]
+        bound = capacity.queue_order_key_unmemoised(shares, qs, asked, None, held)[:-1]
         for key in keys:
             assert all(b >= k for b, k in zip(bound, key, strict=True)), (qs.queue.name, bound, key)
             checked += 1
