@@ -107,16 +107,16 @@ def footprint(nodes: int = 100) -> dict[str, int]:
 
 def one_cycle(scn: Any, bundle: Any) -> dict[str, float | int]:
     t0 = time.perf_counter()
-    with paused_gc():
+    with paused_gc():   # from the snapshot until the cycle is released, as the scheduler's loop keeps it
         cluster = scn.snapshot()
-    snapshot = time.perf_counter() - t0
-    res = run_cycle(cluster, config_from(None, actions=ALL_ACTIONS, params=Params()), bundle)
-    ssn = res.session
-    out: dict[str, float | int] = {"snapshot": snapshot, "open_session": snapshot + res.session_seconds}
-    out.update({f"action_{a}": s for a, s in res.action_seconds.items()})
-    out["e2e"] = snapshot + res.seconds
-    out.update(binds=len(ssn.binds), pipelined=len(ssn.pipelines), evictions=len(ssn.evictions))
-    release(res)   # read: freed as the scheduler frees a cycle, so the peak is one cycle's
+        snapshot = time.perf_counter() - t0
+        res = run_cycle(cluster, config_from(None, actions=ALL_ACTIONS, params=Params()), bundle)
+        ssn = res.session
+        out: dict[str, float | int] = {"snapshot": snapshot, "open_session": snapshot + res.session_seconds}
+        out.update({f"action_{a}": s for a, s in res.action_seconds.items()})
+        out["e2e"] = snapshot + res.seconds
+        out.update(binds=len(ssn.binds), pipelined=len(ssn.pipelines), evictions=len(ssn.evictions))
+        release(res)   # read: freed as the scheduler frees a cycle, so the peak is one cycle's
     return out
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from kaipolicy.builtins import fragmentation
 from kaipolicy.cache.scenario_source import Scenario, scenario_from_doc
 from kaipolicy.cli.bundle import load
-from kaipolicy.cycle import paused_gc, run_cycle
+from kaipolicy.cycle import paused_gc, release, run_cycle
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
 
@@ -115,20 +115,27 @@ def numpy_floor(scn: Scenario) -> float:
     return time.perf_counter() - t0
 
 
-def one_cycle(doc: dict[str, Any], bundle: Any, audit: Audit | None = None) -> dict[str, Any]:
-    """Build the scenario, then snapshot, session and actions, each timed."""
+def one_cycle(doc: dict[str, Any], bundle: Any, audit: Audit | None = None, keep: bool = False) -> dict[str, Any]:
+    """Build the scenario, then snapshot, session and actions, each timed. The collector stays
+    paused from the snapshot until the cycle is released, as the scheduler's loop keeps it;
+    with `keep` the session is returned instead (`session_obj`), unreleased."""
     t0 = time.perf_counter()
     scn = scenario_from_doc(doc, "<openb>")
     t1 = time.perf_counter()
     with paused_gc():
         cluster = scn.snapshot()
-    t2 = time.perf_counter()
-    config = config_from(doc.get("config"), actions=doc["actions"], params=Params())
-    res = run_cycle(cluster, config, bundle, audit)
-    ssn = res.session
-    return {"load": t1 - t0, "snapshot": t2 - t1, "session": res.session_seconds, **res.action_seconds,
-            "cycle": res.seconds, "binds": len(ssn.binds), "pipelined": len(ssn.pipelines),
-            "evictions": len(ssn.evictions), "scenario": scn, "session_obj": ssn}
+        t2 = time.perf_counter()
+        config = config_from(doc.get("config"), actions=doc["actions"], params=Params())
+        res = run_cycle(cluster, config, bundle, audit)
+        ssn = res.session
+        out = {"load": t1 - t0, "snapshot": t2 - t1, "session": res.session_seconds, **res.action_seconds,
+               "cycle": res.seconds, "binds": len(ssn.binds), "pipelined": len(ssn.pipelines),
+               "evictions": len(ssn.evictions), "scenario": scn}
+        if keep:
+            out["session_obj"] = ssn
+        else:
+            release(res)
+    return out
 
 
 def measure(nodes: list[dict[str, str]], pods: list[dict[str, str]], actions: list[str], bundle: Any,
@@ -239,7 +246,8 @@ def compare_policies(nodes: list[dict[str, str]], pods: list[dict[str, str]]) ->
     rows = []
     for name in ("binpack", "spread", "fragmentation-aware"):
         # the audit log gives the order allocate tried the jobs in (the demand served before the first failure)
-        run = one_cycle(scenario_doc(nodes, pods, ["allocate"], policy_config(name)), bundle, Audit(enabled=True))
+        run = one_cycle(scenario_doc(nodes, pods, ["allocate"], policy_config(name)), bundle, Audit(enabled=True),
+                        keep=True)
         rows.append({"policy": name, "allocateSeconds": round(run["allocate"], 3),
                      **quality(run["session_obj"], classes)})
     return rows

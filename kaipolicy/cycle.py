@@ -140,7 +140,12 @@ def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, 
 def paused_gc() -> Iterator[None]:
     """Building a snapshot and running a cycle allocate many short-lived objects; the cyclic
     collector's pauses in the middle cost more than they free (a finished cycle is freed by
-    `release`, not by the collector)."""
+    `release`, not by the collector). Nested pauses leave it to the outermost to resume.
+
+    Callers that run a cycle keep it paused from the snapshot until `release`: resumed earlier,
+    the collector's first pass walks every object the snapshot and the cycle made, all still
+    alive (55 ms after an openb allocate cycle of 0.95 s); resumed after the release, it walks
+    only what outlives the cycle."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

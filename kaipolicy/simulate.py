@@ -56,31 +56,32 @@ def simulate(scenario: Scenario, bundle: Any, audit: Audit | None = None, vector
     seconds: list[float] = []
     result = None
     cluster: ClusterInfo | None = None
-    for i in range(scenario.cycles):
-        if cluster is not None:
-            scenario.settle(cluster)
-            scenario.now += 1.0
-            assert result is not None
-            release(result)   # what is kept of the last cycle is in the lists above
-        started = time.perf_counter()
-        with paused_gc():
+    # the collector stays paused from each snapshot until its cycle is released (see paused_gc)
+    with paused_gc():
+        for i in range(scenario.cycles):
+            if cluster is not None:
+                scenario.settle(cluster)
+                scenario.now += 1.0
+                assert result is not None
+                release(result)   # what is kept of the last cycle is in the lists above
+            started = time.perf_counter()
             cluster = scenario.snapshot()
-        snapshot = time.perf_counter() - started
-        audit.cycle = i + 1
-        audit.bundle_hash = getattr(bundle, "hash", "")
-        try:
-            result = run_cycle(cluster, config, bundle, audit, vectorize, coverage)
-        except (ConfigError, RuleError) as e:
-            raise scenario.error("config", str(e)) from e
-        except TimeLimitExceeded as e:
-            raise TimeLimitExceeded(f"{scenario.file}: cycle {i + 1}: {e}") from None
-        ssn = result.session
-        evictions.extend((i + 1, e) for e in ssn.evictions)
-        rule_errors.extend((i + 1, e) for e in ssn.errors)
-        per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
-                          "pipelined": len(ssn.pipelines), "seconds": cycle_seconds(snapshot, result)})
-        seconds.append(result.seconds)
-        warnings.extend(f"cycle {i + 1}: {w}" for w in ssn.warnings)
+            snapshot = time.perf_counter() - started
+            audit.cycle = i + 1
+            audit.bundle_hash = getattr(bundle, "hash", "")
+            try:
+                result = run_cycle(cluster, config, bundle, audit, vectorize, coverage)
+            except (ConfigError, RuleError) as e:
+                raise scenario.error("config", str(e)) from e
+            except TimeLimitExceeded as e:
+                raise TimeLimitExceeded(f"{scenario.file}: cycle {i + 1}: {e}") from None
+            ssn = result.session
+            evictions.extend((i + 1, e) for e in ssn.evictions)
+            rule_errors.extend((i + 1, e) for e in ssn.errors)
+            per_cycle.append({"binds": len(ssn.binds), "evictions": len(ssn.evictions),
+                              "pipelined": len(ssn.pipelines), "seconds": cycle_seconds(snapshot, result)})
+            seconds.append(result.seconds)
+            warnings.extend(f"cycle {i + 1}: {w}" for w in ssn.warnings)
     assert result is not None and cluster is not None
     return SimulationResult(scenario, cluster, per_cycle, evictions, rule_errors, result.session, audit, seconds,
                             warnings)

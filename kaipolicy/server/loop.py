@@ -74,10 +74,13 @@ class Loop:
             return
         if not self._caught_up():
             return
+        with paused_gc():   # from the snapshot until the cycle is released (see paused_gc)
+            self._cycle()
+
+    def _cycle(self) -> None:
         start = time.perf_counter()
         try:
-            with paused_gc():
-                assembly, cluster = self.source.cycle()
+            assembly, cluster = self.source.cycle()
             scenario = scenario_settings(assembly.doc, f"cluster {self.source.api.host}")
             config = config_from(scenario.config, actions=scenario.actions, where="the shard's configuration",
                                  params=Params.from_scenario(scenario.params, scenario.stale_grace_seconds))

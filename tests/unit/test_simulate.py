@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 import pytest
 
+from kaipolicy import simulate as simulate_module
 from kaipolicy.api.task import Task
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.simulate import simulate, without_timings
@@ -46,3 +48,40 @@ def test_cycle_after_cycle_only_the_last_cycles_model_is_kept() -> None:
         gc.enable()
     assert result.report()["cycles"] == 6
     assert pods <= kept <= 2 * pods      # the last cycle's cluster, and the scenario's own copy at most
+
+
+def test_the_collector_waits_until_each_cycle_is_released(monkeypatch: pytest.MonkeyPatch) -> None:
+    # resumed before the release, the collector's first pass walks the whole snapshot and session
+    # of a cycle still alive; the last cycle is kept for the report, the ones before are released
+    events: list[str] = []
+    real_release = simulate_module.release
+
+    def release(result: Any) -> None:
+        events.append("released")
+        real_release(result)
+
+    def watch(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            events.append("collected")
+
+    monkeypatch.setattr(simulate_module, "release", release)
+    scn = scenario_from_doc({**scenario(7), "cycles": 3}, "<seed 7>")
+    real_snapshot = scn.snapshot
+
+    def snapshot() -> Any:
+        events.append("snapshot")
+        return real_snapshot()
+
+    monkeypatch.setattr(scn, "snapshot", snapshot)
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(1)     # any allocation while the collector runs starts a pass
+    gc.callbacks.append(watch)
+    try:
+        result = simulate(scn, default_bundle())
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*threshold)
+    assert result.report()["cycles"] == 3 and events.count("released") == 2
+    last = len(events) - events[::-1].index("released")
+    assert "collected" not in events[events.index("snapshot"):last]
