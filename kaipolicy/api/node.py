@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from kaipolicy.api.resources import Request, RequestType, Resources, mig_gpu_portion
-from kaipolicy.api.task import ACTIVE_USED, Status, Task, qualified
+from kaipolicy.api.task import ACTIVE_USED, Status, Task
 
 DEFAULT_GPU_MEMORY = 100
 
@@ -21,22 +21,20 @@ DEFAULT_GPU_MEMORY = 100
 class PodOnNode:
     """What a node remembers of a pod placed on it, as it was then (the pod itself moves on)."""
 
-    __slots__ = ("accepted", "gpu_groups", "labels", "legacy_mig", "name", "namespace", "request", "status", "uid")
+    __slots__ = ("accepted", "gpu_groups", "key", "labels", "legacy_mig", "name", "namespace", "request", "status",
+                 "uid")
 
     def __init__(self, task: Task) -> None:
         self.uid = task.uid
         self.name = task.name
         self.namespace = task.namespace
+        self.key = task.key
         self.status = task.status
         self.request = task.request
         self.accepted = task.accepted
         self.gpu_groups = list(task.gpu_groups)
         self.labels = task.labels
         self.legacy_mig = task.legacy_mig
-
-    @property
-    def key(self) -> str:
-        return qualified(self.namespace, self.name)
 
     @property
     def is_shared_allocation(self) -> bool:
@@ -64,6 +62,18 @@ Amounts = tuple[float, float, float, float, "dict[str, float] | None"]
 #: allocated, shared groups marked releasing, legacy-MIG task uids.
 NodeState = tuple[Amounts, Amounts, Amounts, dict[str, PodOnNode], dict[str, int], dict[str, int],
                   dict[str, int], set[str], set[str]]
+
+
+def _shift(r: Resources, cpu: float, memory: float, gpus: float, mig: tuple[tuple[str, int], ...], sign: int) -> None:
+    """r.add(Resources(cpu, memory, gpus, 1.0, mig as floats), sign), in the same order of operations."""
+    r.cpu += sign * cpu
+    r.memory += sign * memory
+    r.gpus += sign * gpus
+    r.pods += sign * 1.0
+    if mig:
+        amounts = r.mig
+        for k, v in mig:
+            amounts[k] = amounts.get(k, 0.0) + sign * float(v)
 
 
 def _amounts(r: Resources) -> Amounts:
@@ -357,25 +367,37 @@ class Node:
          self.legacy_mig_tasks) = snap[3:]
 
     def update_task(self, task: Task) -> None:
-        self.remove_task(task)
-        self.add_task(task)
-
-    def _tracked(self, task: Task | PodOnNode) -> Resources:
-        acc = task.accepted or task.request
-        gpus = 0.0 if task.is_shared_allocation else acc.gpus
-        return Resources(acc.cpu, acc.memory, gpus, 1.0, {k: float(v) for k, v in acc.mig})
+        """remove_task, then add_task (the task's status changed), in one pass."""
+        key = task.key
+        stored = self.tasks.pop(key, None)
+        if stored is None:
+            raise ValueError(f"task {key} is not on node {self.name}")
+        self.legacy_mig_tasks.discard(stored.uid)
+        self._track(stored, -1)
+        self.accept(task)
+        self.tasks[key] = PodOnNode(task)
+        if task.legacy_mig:
+            self.legacy_mig_tasks.add(task.uid)
+        self._track(task, +1)
 
     def _track(self, task: Task | PodOnNode, sign: int) -> None:
-        res = self._tracked(task)
-        self.used.add(res, sign)
-        if task.status == Status.RELEASING:
-            self.releasing.add(res, sign)
-            self.idle.add(res, -sign)
-        elif task.status == Status.PIPELINED:
-            self.releasing.add(res, -sign)
+        # what the pod takes (its grant, shared devices counted by group below), added with the
+        # arithmetic of Resources.add without building one: this runs for every pod placed,
+        # evicted and put back by every simulation
+        accepted = task.accepted
+        acc = accepted or task.request
+        shared = accepted is not None and accepted.is_shared
+        cpu, memory, gpus, mig = acc.cpu, acc.memory, 0.0 if shared else acc.gpus, acc.mig
+        _shift(self.used, cpu, memory, gpus, mig, sign)
+        status = task.status
+        if status == Status.RELEASING:
+            _shift(self.releasing, cpu, memory, gpus, mig, sign)
+            _shift(self.idle, cpu, memory, gpus, mig, -sign)
+        elif status == Status.PIPELINED:
+            _shift(self.releasing, cpu, memory, gpus, mig, -sign)
         else:
-            self.idle.add(res, -sign)
-        if task.is_shared_allocation:
+            _shift(self.idle, cpu, memory, gpus, mig, -sign)
+        if shared:
             for group in task.gpu_groups:
                 if sign > 0:
                     self._add_shared(task, group)

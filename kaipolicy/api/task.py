@@ -77,7 +77,8 @@ class PodAffinity:
 
 @dataclass(slots=True, eq=False)
 class Task:
-    """One pod. Mutable: the statement changes status, node and GPU groups."""
+    """One pod. Mutable: the statement changes status, node and GPU groups (never its name or
+    namespace)."""
 
     uid: str
     name: str
@@ -101,10 +102,12 @@ class Task:
     # the request as granted on its node (fractions resolved against that node's GPU memory)
     accepted: Request | None = None
     is_virtual: bool = False
+    #: namespace/name (see `qualified`), made once: a task's name and namespace never change, and
+    #: nodes and statements look tasks up by it on every placement and eviction
+    key: str = field(init=False, repr=False, default="")
 
-    @property
-    def key(self) -> str:
-        return qualified(self.namespace, self.name)
+    def __post_init__(self) -> None:
+        self.key = qualified(self.namespace, self.name)
 
     @property
     def is_shared_allocation(self) -> bool:

@@ -29,7 +29,8 @@ class Operation:
     previous_node: str
     previous_groups: list[str]
     previous_virtual: bool
-    node_before: NodeState    # the node's accounting before the operation
+    node_before: NodeState | None   # the node's accounting before the operation (None for an
+                                    # unevict, undone by evicting again)
     message: str = ""
     reason: dict[str, str] = field(default_factory=dict)
     valid: bool = True
@@ -101,7 +102,7 @@ class Statement:
         evicts the task again and a rollback restores exactly the state of its checkpoint."""
         for op in self.operations:
             if op.valid and op.kind == "evict" and op.task is task:
-                record = self._record("unevict", task, op.node)
+                record = self._record("unevict", task, op.node, keep_node=False)
                 if groups_before is not None:
                     record.previous_groups = groups_before
                 self._undo(op)
@@ -111,9 +112,9 @@ class Statement:
                 return
         raise StatementError(f"no eviction of {task.key} to undo")
 
-    def _record(self, kind: str, task: Task, node: str) -> Operation:
+    def _record(self, kind: str, task: Task, node: str, keep_node: bool = True) -> Operation:
         return Operation(kind, task, node, task.status, task.node, list(task.gpu_groups), task.is_virtual,
-                         node_before=self.session.cluster.nodes[node].snapshot())
+                         node_before=self.session.cluster.nodes[node].snapshot() if keep_node else None)
 
     # ---- undo ---------------------------------------------------------------------------------
     def checkpoint(self) -> int:
@@ -144,6 +145,7 @@ class Statement:
             task.gpu_groups = list(op.previous_groups)
             task.is_virtual = op.previous_virtual
             if exact:
+                assert op.node_before is not None
                 node.restore(op.node_before)
             else:
                 node.remove_task(task)
@@ -163,6 +165,7 @@ class Statement:
             task.gpu_groups = list(op.previous_groups)
             task.is_virtual = op.previous_virtual
             if exact:
+                assert op.node_before is not None
                 node.restore(op.node_before)
             elif task.key in node.tasks:
                 node.update_task(task)
