@@ -89,6 +89,9 @@ KEPT_CHANGES = 4096
 KEPT_LISTS = 8
 #: Changed rows past which a derived array is recomputed whole rather than row by row.
 PATCH_ROWS = 16
+#: Marks past which the changed rows are not told apart: a simulation marks its few nodes again
+#: and again (each eviction, placement and undo), so many marks are often few rows.
+PATCH_MARKS = 256
 #: Node attributes no task changes: never re-read when a node is marked dirty.
 STATIC = frozenset({"name", "labels", "gpu_memory", "gpu_memory_synced", "mig_enabled", "mig_strategy",
                     "unschedulable", "gpu_count", "cpu_only", "allocatable_gpus", "allocatable_cpu_millis",
@@ -206,11 +209,12 @@ class NodeTable:
         """The rows marked changed since `change_count()` was `count`, each once; None when they
         are too many to recompute one by one (or the log has started over since)."""
         since = self.change_count() - count
-        if count < self._base or since > PATCH_ROWS:
+        if count < self._base or since > PATCH_MARKS:
             return None
         if since == 1:
             return [self._changes[-1]]     # (what most placements leave)
-        return list(dict.fromkeys(self._changes[count - self._base:]))
+        rows = list(dict.fromkeys(self._changes[count - self._base:]))
+        return rows if len(rows) <= PATCH_ROWS else None
 
     def constant(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """A value of the nodes that no task changes (e.g. the most GPUs a node has), computed once."""
