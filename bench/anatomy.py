@@ -96,8 +96,9 @@ def watch_solver() -> Watch:
         w.proven = refuses(self, *args)
         return w.proven
 
-    def allocate_wrapped(solver: Any, scenario: Any, stmt: Any, nodes: Any, victims: list[Task]) -> Any:
-        out = allocate(solver, scenario, stmt, nodes, victims)
+    def allocate_wrapped(solver: Any, scenario: Any, stmt: Any, nodes: Any, victims: list[Task],
+                         feasible: Any = None) -> Any:
+        out = allocate(solver, scenario, stmt, nodes, victims, feasible)
         w.all_back = all(t.status != Status.RELEASING for t in victims)
         return out
 

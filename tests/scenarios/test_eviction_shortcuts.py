@@ -52,6 +52,7 @@ SHORTCUTS = {
     "victims of several queues in turns read from the keys": (solve, "QUEUES_INTERLEAVED"),
     "each turn read from the keys when it comes, where the bounds cannot settle the turns": (solve, "TURNS_ONE_BY_ONE"),
     "one key bounding every turn of a single victim queue": (solve, "ONE_LINE_AT_ONCE"),
+    "a simulation ends once the victims' turns leave the preemptor fitting nowhere": (solve, "HOPELESS_AFTER_VICTIMS"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),
@@ -189,6 +190,16 @@ def test_clusters_under_reclaim_pressure_are_where_scenarios_get_built_ahead() -
         res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
         ahead += res.last.tally["built ahead", "reclaim"] > 0
     assert ahead >= 3
+
+
+def test_clusters_under_reclaim_pressure_are_where_simulations_end_once_the_preemptor_is_hopeless() -> None:
+    # the comparisons above mean something for HOPELESS_AFTER_VICTIMS only if victims' turns
+    # leave the preemptor fitting nowhere there
+    cut = 0
+    for seed in PRESSURE[:100]:
+        res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
+        cut += res.last.tally["preemptor hopeless after a victim", "reclaim"] > 0
+    assert cut >= 3
 
 
 def _bench(name: str) -> Any:

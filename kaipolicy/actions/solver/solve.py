@@ -403,7 +403,7 @@ def _simulate(solver: JobSolver, scenario: AnyScenario, stmt: Statement, feasibl
     if provable and solver.refusals is not None and solver.refusals.refuses(scenario, nodes, victim_tasks):
         stmt.rollback(start)
         return FAILED
-    placed = _allocate_virtually(solver, scenario, stmt, nodes, victim_tasks)
+    placed = _allocate_virtually(solver, scenario, stmt, nodes, victim_tasks, feasible)
     if placed is REFUSED:
         stmt.rollback(start)
         return FAILED
@@ -431,10 +431,11 @@ REFUSED = "refused"
 
 
 def _allocate_virtually(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes: list[Node],
-                        victim_tasks: list[Task]) -> bool | str:
+                        victim_tasks: list[Task], feasible: dict[str, Node] | None = None) -> bool | str:
     """Re-place the preemptor and the victims' jobs in job order, pipeline only; other pending
     jobs only take part in the ordering, as in the reference. True when the preemptor was placed,
-    REFUSED when it was and the refusal is already certain."""
+    REFUSED when it was and the refusal is already certain. `feasible`: the nodes by name, for
+    asking after a victim's turn whether the preemptor still fits (see HOPELESS_AFTER_VICTIMS)."""
     ssn = solver.ssn
     preemptor = scenario.preemptor
     jobs = {uid: ssn.cluster.jobs[uid] for uid in dict.fromkeys(t.job for t in victim_tasks)}
@@ -445,7 +446,7 @@ def _allocate_virtually(solver: JobSolver, scenario: AnyScenario, stmt: Statemen
     try:
         plan = _turns_by_keys(solver, order, preemptor, jobs) if TURNS_FROM_KEYS else None
         if isinstance(plan, _Stepwise):
-            placed = _stepwise(solver, scenario, stmt, nodes, victim_tasks, jobs, order, plan)
+            placed = _stepwise(solver, scenario, stmt, nodes, victim_tasks, jobs, order, plan, feasible)
             if placed is not UNDECIDED:
                 return placed
             plan = None
@@ -454,7 +455,7 @@ def _allocate_virtually(solver: JobSolver, scenario: AnyScenario, stmt: Statemen
             order.add([*(j for j in changed if j.has_pending), *jobs.values()], JobFilter())
         else:
             ssn.tally["turns from keys", ssn.action] += 1
-        placed = _take_turns(solver, scenario, stmt, nodes, victim_tasks, jobs, order, plan)
+        placed = _take_turns(solver, scenario, stmt, nodes, victim_tasks, jobs, order, plan, feasible)
         assert placed is not UNDECIDED   # only turns told one by one give up
         return placed
     finally:
@@ -463,14 +464,17 @@ def _allocate_virtually(solver: JobSolver, scenario: AnyScenario, stmt: Statemen
 
 def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes: list[Node],
                 victim_tasks: list[Task], jobs: dict[str, Job], order: _KeyedOrder,
-                turns: list[Job] | _Stepwise | None) -> bool | str | _Undecided:
+                turns: list[Job] | _Stepwise | None, feasible: dict[str, Node] | None = None) -> bool | str | _Undecided:
     """The simulation's turns: from `turns` (a list worked out before, or decided one by one),
-    else popped from the loaded `order`. UNDECIDED when `turns` cannot tell the next one."""
+    else popped from the loaded `order`. UNDECIDED when `turns` cannot tell the next one. With
+    `feasible`, a victim's turn before the preemptor's that leaves the preemptor fitting nowhere
+    ends the simulation as the preemptor's turn would (see HOPELESS_AFTER_VICTIMS)."""
     ssn = solver.ssn
     preemptor = scenario.preemptor
     victim_uids = set(jobs) - {preemptor.uid}
     placed = False
     hopeless: set[Request] = set()
+    evicted_from = {t.node for t in victim_tasks}   # (a victim placed again has moved on)
     # Once the preemptor and every victim job have had their turn, the jobs left only take part
     # in the ordering: popping them would change nothing.
     unplaced = set(jobs)
@@ -496,6 +500,10 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
         elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
             order.placements += 1
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
+            if feasible is not None and preemptor.uid in unplaced \
+                    and _hopeless_after_victim(solver, preemptor, nodes, victim_tasks, feasible, evicted_from):
+                ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
+                return False
         else:
             if RUNS_PASSED_OVER and turns is None:
                 order.pass_over(jobs)
@@ -516,7 +524,7 @@ UNDECIDED: Final = _Undecided.UNDECIDED
 
 def _stepwise(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes: list[Node],
               victim_tasks: list[Task], jobs: dict[str, Job], order: _KeyedOrder,
-              turns: _Stepwise) -> bool | str | _Undecided:
+              turns: _Stepwise, feasible: dict[str, Node] | None = None) -> bool | str | _Undecided:
     """The simulation with each turn decided from the queue keys as they are when it comes
     (`_Stepwise`); UNDECIDED, with everything it did undone, when a turn cannot be told that way
     (the caller then pops the turns from the order, from the same state).
@@ -533,7 +541,7 @@ def _stepwise(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes: 
     minted = ssn.groups_minted
     mark = ssn.hold_errors()
     try:
-        placed = _take_turns(solver, scenario, stmt, nodes, victim_tasks, jobs, order, turns)
+        placed = _take_turns(solver, scenario, stmt, nodes, victim_tasks, jobs, order, turns, feasible)
     except BaseException:
         ssn.record_held(ssn.held_errors(mark))   # as they were met: the failure ends the search
         raise
@@ -891,11 +899,38 @@ def _preemptor_cannot_fit(solver: JobSolver, preemptor: Job, nodes: list[Node], 
     once per request, at the first scenario that asks, from the nodes that scenario left
     untouched; only the nodes touched now, and those whose fit before is not known, are asked
     one by one."""
+    return _fits_nowhere(solver, preemptor, nodes, victim_tasks, feasible, {t.node for t in victim_tasks})
+
+
+#: After a victim's turn before the preemptor's, a preemptor that fits no node any more ends the
+#: simulation unplaced, as its turn would: until then only victims are placed, and placements only
+#: take room (False: every turn is taken; the tests compare both). Asked from the nodes the
+#: evictions touched, as _preemptor_cannot_fit asks, so only where those are few.
+HOPELESS_AFTER_VICTIMS = True
+
+
+def _hopeless_after_victim(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_tasks: list[Task],
+                           feasible: dict[str, Node], evicted_from: set[str]) -> bool:
+    """The preemptor, whose turn is still to come, fits no node now (see HOPELESS_AFTER_VICTIMS).
+    `evicted_from`: the nodes the simulation's evictions touched. Any other node is now as it was
+    before them or fuller (a victim may have moved there), so where the preemptor did not fit
+    before it does not fit now."""
+    if not (HOPELESS_AFTER_VICTIMS and FITS_FROM_BEFORE) or len(evicted_from) > TOUCHED_ASKED:
+        return False
+    before = solver.fitting_before
+    if not all(t.request in before for t in tasks_to_allocate(solver.ssn, preemptor, False)):
+        return False   # where it fitted before the evictions was not read (it must not be read now)
+    return _fits_nowhere(solver, preemptor, nodes, victim_tasks, feasible, evicted_from)
+
+
+def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_tasks: list[Task],
+                  feasible: dict[str, Node], touched: set[str]) -> bool:
+    """_preemptor_cannot_fit's answer, on the cluster as it is now; `touched`: the nodes the
+    evictions touched."""
     ssn = solver.ssn
     if victim_pending(ssn, victim_tasks):
         return False
     tasks = tasks_to_allocate(ssn, preemptor, False)
-    touched = {t.node for t in victim_tasks}
     # a pod's fit reads only its request: one pod per request is asked
     alike = {t.request: t for t in tasks}
     if not FITS_FROM_BEFORE or len(touched) > TOUCHED_ASKED:
