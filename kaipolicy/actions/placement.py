@@ -37,7 +37,28 @@ def allocate_job(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, pip
             job.add_fit_error(gate.message)
             ssn.note_denial(job, gate)
         return False
-    return _sub_group_set(ssn, stmt, nodes, job, job.root, tasks, pipeline_only)
+    root = job.root
+    if FLAT_JOBS_DIRECT and not root.groups and len(root.pod_sets) == 1 and ssn.subsets_by_topology_only \
+            and not _has_topology(root) and not _has_topology(root.pod_sets[0]):
+        # what _sub_group_set comes to for one pod set and no topology: every subset is all of
+        # `nodes`, and a single pod set is ordered without asking its key
+        ps = root.pod_sets[0]
+        cp = stmt.checkpoint()
+        if _tasks_on(ssn, stmt, nodes, job, [t for t in tasks if t.sub_group == ps.name], pipeline_only):
+            return True
+        stmt.rollback(cp)
+        return False
+    return _sub_group_set(ssn, stmt, nodes, job, root, tasks, pipeline_only)
+
+
+#: A job of one pod set and no topology goes straight to its pods' placement (False: through the
+#: sub-group tree's walk, which comes to the same; the tests compare both).
+FLAT_JOBS_DIRECT = True
+
+
+def _has_topology(group: Any) -> bool:
+    constraint = group.topology
+    return constraint is not None and bool(constraint.topology)
 
 
 def _sub_group_set(ssn: Session, stmt: Statement, nodes: list[Node], job: Job, group: SubGroupSet,

@@ -18,7 +18,7 @@ from kaipolicy.api.node import Node
 from kaipolicy.api.queue import Queue
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
-from kaipolicy.builtins import capacity, fairshare
+from kaipolicy.builtins import capacity, fairshare, topology
 from kaipolicy.builtins.labelled import LabelledUsage
 from kaipolicy.framework import shadow
 from kaipolicy.framework.audit import Audit
@@ -86,6 +86,7 @@ class Session:
         self.shadow: dict[str, list[Rule]] = {k: [] for k in BY_NAME}
         self.shadowing = False
         self.quiet = False        # asking without recording (the audit log's runner-up search)
+        self._subsets_by_topology: bool | None = None   # see subsets_by_topology_only
         self.warnings: dict[str, None] = {}      # warn-mode verdicts, in order, once each
         self.warning_jobs: dict[str, str] = {}   # warn-mode verdict -> the job it was about (Events on a cluster)
         self.coverage: Coverage | None = None     # set by `kaipolicy test --coverage`
@@ -608,6 +609,16 @@ class Session:
         if fn is None:
             raise KeyError(f"{rule.plugin}/{rule.name}: unknown built-in {rule.builtin!r}")
         return fn
+
+    @property
+    def subsets_by_topology_only(self) -> bool:
+        """Every subsetNodes rule is the topology built-in, which gives a group without a topology
+        constraint all the nodes it is handed."""
+        known = self._subsets_by_topology
+        if known is None:
+            known = self._subsets_by_topology = all(
+                self.builtins.get(rule.builtin or "") is topology.subset_nodes for rule in self.hooks["subsetNodes"])
+        return known
 
     def subset_nodes(self, job: Job, group: Any, pod_sets: Sequence[PodSet], tasks: Sequence[Task],
                      nodes: list[Node]) -> list[list[Node]]:

@@ -64,6 +64,7 @@ SHORTCUTS = {
     "reclaim scenarios proven refused are not simulated": (proofs, "REFUSALS_PROVEN"),
     "a preemptor's placement proven, not run, where a refusal after it is certain": (placing, "PLACEMENTS_PROVEN"),
     "a run's fit masks and scores carried to its next pod": (placement, "SCORES_CARRIED"),
+    "a job of one pod set and no topology placed without walking its sub-group tree": (placement, "FLAT_JOBS_DIRECT"),
     "a pod's order key kept when the task-order rules read only its fixed fields": (session, "TASK_KEYS_KEPT"),
 }
 PROVEN = "proportion/reclaim-strategies"   # the rule whose refusals the solver proves
