@@ -64,18 +64,6 @@ NodeState = tuple[Amounts, Amounts, Amounts, dict[str, PodOnNode], dict[str, int
                   dict[str, int], set[str], set[str]]
 
 
-def _shift(r: Resources, cpu: float, memory: float, gpus: float, mig: tuple[tuple[str, int], ...], sign: int) -> None:
-    """r.add(Resources(cpu, memory, gpus, 1.0, mig as floats), sign), in the same order of operations."""
-    r.cpu += sign * cpu
-    r.memory += sign * memory
-    r.gpus += sign * gpus
-    r.pods += sign * 1.0
-    if mig:
-        amounts = r.mig
-        for k, v in mig:
-            amounts[k] = amounts.get(k, 0.0) + sign * float(v)
-
-
 def _amounts(r: Resources) -> Amounts:
     return (r.cpu, r.memory, r.gpus, r.pods, dict(r.mig) if r.mig else None)
 
@@ -367,36 +355,26 @@ class Node:
          self.legacy_mig_tasks) = snap[3:]
 
     def update_task(self, task: Task) -> None:
-        """remove_task, then add_task (the task's status changed), in one pass."""
-        key = task.key
-        stored = self.tasks.pop(key, None)
-        if stored is None:
-            raise ValueError(f"task {key} is not on node {self.name}")
-        self.legacy_mig_tasks.discard(stored.uid)
-        self._track(stored, -1)
-        self.accept(task)
-        self.tasks[key] = PodOnNode(task)
-        if task.legacy_mig:
-            self.legacy_mig_tasks.add(task.uid)
-        self._track(task, +1)
+        self.remove_task(task)
+        self.add_task(task)
 
     def _track(self, task: Task | PodOnNode, sign: int) -> None:
-        # what the pod takes (its grant, shared devices counted by group below), added with the
-        # arithmetic of Resources.add without building one: this runs for every pod placed,
-        # evicted and put back by every simulation
+        # what the pod takes (its grant, shared devices counted by group below), added without
+        # building a Resources: this runs for every pod placed, evicted and put back by every
+        # simulation
         accepted = task.accepted
         acc = accepted or task.request
         shared = accepted is not None and accepted.is_shared
-        cpu, memory, gpus, mig = acc.cpu, acc.memory, 0.0 if shared else acc.gpus, acc.mig
-        _shift(self.used, cpu, memory, gpus, mig, sign)
+        amounts = (acc.cpu, acc.memory, 0.0 if shared else acc.gpus, 1.0, acc.mig)
+        self.used.add_amounts(*amounts, sign)
         status = task.status
         if status == Status.RELEASING:
-            _shift(self.releasing, cpu, memory, gpus, mig, sign)
-            _shift(self.idle, cpu, memory, gpus, mig, -sign)
+            self.releasing.add_amounts(*amounts, sign)
+            self.idle.add_amounts(*amounts, -sign)
         elif status == Status.PIPELINED:
-            _shift(self.releasing, cpu, memory, gpus, mig, -sign)
+            self.releasing.add_amounts(*amounts, -sign)
         else:
-            _shift(self.idle, cpu, memory, gpus, mig, -sign)
+            self.idle.add_amounts(*amounts, -sign)
         if shared:
             for group in task.gpu_groups:
                 if sign > 0:

@@ -7,6 +7,7 @@ in MiB, CPU in millicores, memory in bytes. MIG slices are named counts (`nvidia
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -126,13 +127,18 @@ class Resources:
         return Resources(self.cpu, self.memory, self.gpus, self.pods, dict(self.mig))
 
     def add(self, other: Resources, sign: float = 1.0) -> None:
-        self.cpu += sign * other.cpu
-        self.memory += sign * other.memory
-        self.gpus += sign * other.gpus
-        self.pods += sign * other.pods
-        if other.mig:
-            for k, v in other.mig.items():
-                self.mig[k] = self.mig.get(k, 0.0) + sign * v
+        self.add_amounts(other.cpu, other.memory, other.gpus, other.pods, other.mig.items(), sign)
+
+    def add_amounts(self, cpu: float, memory: float, gpus: float, pods: float,
+                    mig: Collection[tuple[str, float]], sign: float) -> None:
+        """add() of the amounts as they stand, without a Resources to hold them."""
+        self.cpu += sign * cpu
+        self.memory += sign * memory
+        self.gpus += sign * gpus
+        self.pods += sign * pods
+        if mig:
+            for k, v in mig:
+                self.mig[k] = self.mig.get(k, 0.0) + sign * float(v)
 
     def sub(self, other: Resources) -> None:
         self.add(other, -1.0)

@@ -86,7 +86,6 @@ class Session:
         self.shadow: dict[str, list[Rule]] = {k: [] for k in BY_NAME}
         self.shadowing = False
         self.quiet = False        # asking without recording (the audit log's runner-up search)
-        self._subsets_by_topology: bool | None = None   # see subsets_by_topology_only
         self.warnings: dict[str, None] = {}      # warn-mode verdicts, in order, once each
         self.warning_jobs: dict[str, str] = {}   # warn-mode verdict -> the job it was about (Events on a cluster)
         self.coverage: Coverage | None = None     # set by `kaipolicy test --coverage`
@@ -159,6 +158,10 @@ class Session:
         for r in rules:
             (self.hooks if r.mode == "enforce" else self.shadow)[r.hook_name].append(r)
         self.shadowing = any(self.shadow.values())
+        # Every subsetNodes rule is the topology built-in, which gives a group without a topology
+        # constraint all the nodes it is handed.
+        self.subsets_by_topology_only = all(self.builtins.get(rule.builtin or "") is topology.subset_nodes
+                                            for rule in self.hooks["subsetNodes"])
         # Job keys can be remembered per job state unless a job-order rule consults the session.
         self._job_keys_pure = all("cluster" not in r.reads for r in self.hooks["jobOrder"])
         # ... and by the values of the job's fields they read, when plain fields of the job are
@@ -609,16 +612,6 @@ class Session:
         if fn is None:
             raise KeyError(f"{rule.plugin}/{rule.name}: unknown built-in {rule.builtin!r}")
         return fn
-
-    @property
-    def subsets_by_topology_only(self) -> bool:
-        """Every subsetNodes rule is the topology built-in, which gives a group without a topology
-        constraint all the nodes it is handed."""
-        known = self._subsets_by_topology
-        if known is None:
-            known = self._subsets_by_topology = all(
-                self.builtins.get(rule.builtin or "") is topology.subset_nodes for rule in self.hooks["subsetNodes"])
-        return known
 
     def subset_nodes(self, job: Job, group: Any, pod_sets: Sequence[PodSet], tasks: Sequence[Task],
                      nodes: list[Node]) -> list[list[Node]]:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import copy
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 from kaipolicy.cache.scenario_source import Scenario, scenario_from_doc
 
@@ -34,3 +39,33 @@ def scenario(nodes: list[dict[str, Any]], jobs: list[dict[str, Any]], queues: li
     }
     doc.update(over)
     return scenario_from_doc(doc, "<unit>")
+
+
+def noted(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, events: list[str], label: str) -> None:
+    """`owner.name` (a function) appends `label` to `events` each time before it runs."""
+    real = getattr(owner, name)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        events.append(label)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, call)
+
+
+@contextmanager
+def collections_noted(events: list[str]) -> Iterator[None]:
+    """Appends "collected" to `events` at every pass of the cyclic collector, which starts a pass
+    at any allocation meanwhile (threshold 1) whenever it runs."""
+    def watch(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            events.append("collected")
+
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(1)
+    gc.callbacks.append(watch)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*threshold)

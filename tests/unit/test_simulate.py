@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-from typing import Any
 
 import pytest
 
@@ -13,6 +12,7 @@ from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.simulate import simulate, without_timings
 from tests.fuzz.generate import scenario
 from tests.scenarios.shared import default_bundle
+from tests.unit.helpers import collections_noted, noted
 
 
 @pytest.mark.parametrize("seed", [*range(0, 60, 3), 556])
@@ -54,34 +54,11 @@ def test_the_collector_waits_until_each_cycle_is_released(monkeypatch: pytest.Mo
     # resumed before the release, the collector's first pass walks the whole snapshot and session
     # of a cycle still alive; the last cycle is kept for the report, the ones before are released
     events: list[str] = []
-    real_release = simulate_module.release
-
-    def release(result: Any) -> None:
-        events.append("released")
-        real_release(result)
-
-    def watch(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            events.append("collected")
-
-    monkeypatch.setattr(simulate_module, "release", release)
     scn = scenario_from_doc({**scenario(7), "cycles": 3}, "<seed 7>")
-    real_snapshot = scn.snapshot
-
-    def snapshot() -> Any:
-        events.append("snapshot")
-        return real_snapshot()
-
-    monkeypatch.setattr(scn, "snapshot", snapshot)
-    threshold = gc.get_threshold()
-    gc.collect()
-    gc.set_threshold(1)     # any allocation while the collector runs starts a pass
-    gc.callbacks.append(watch)
-    try:
+    noted(monkeypatch, simulate_module, "release", events, "released")
+    noted(monkeypatch, scn, "snapshot", events, "snapshot")
+    with collections_noted(events):
         result = simulate(scn, default_bundle())
-    finally:
-        gc.callbacks.remove(watch)
-        gc.set_threshold(*threshold)
     assert result.report()["cycles"] == 3 and events.count("released") == 2
     last = len(events) - events[::-1].index("released")
     assert "collected" not in events[events.index("snapshot"):last]

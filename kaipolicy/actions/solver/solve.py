@@ -915,18 +915,15 @@ def _hopeless_after_victim(solver: JobSolver, preemptor: Job, nodes: list[Node],
     `evicted_from`: the nodes the simulation's evictions touched. Any other node is now as it was
     before them or fuller (a victim may have moved there), so where the preemptor did not fit
     before it does not fit now."""
-    if not (HOPELESS_AFTER_VICTIMS and FITS_FROM_BEFORE) or len(evicted_from) > TOUCHED_ASKED:
-        return False
-    before = solver.fitting_before
-    if not all(t.request in before for t in tasks_to_allocate(solver.ssn, preemptor, False)):
-        return False   # where it fitted before the evictions was not read (it must not be read now)
-    return _fits_nowhere(solver, preemptor, nodes, victim_tasks, feasible, evicted_from)
+    return HOPELESS_AFTER_VICTIMS and FITS_FROM_BEFORE and len(evicted_from) <= TOUCHED_ASKED \
+        and _fits_nowhere(solver, preemptor, nodes, victim_tasks, feasible, evicted_from, read_before=False)
 
 
 def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_tasks: list[Task],
-                  feasible: dict[str, Node], touched: set[str]) -> bool:
+                  feasible: dict[str, Node], touched: set[str], read_before: bool = True) -> bool:
     """_preemptor_cannot_fit's answer, on the cluster as it is now; `touched`: the nodes the
-    evictions touched."""
+    evictions touched. Without `read_before` (mid-simulation, where the cluster is no longer as
+    it was right after the evictions) False unless where each pod fitted before is known."""
     ssn = solver.ssn
     if victim_pending(ssn, victim_tasks):
         return False
@@ -937,6 +934,8 @@ def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_t
         view = ssn.table.view(nodes)
         return any(not fits_mask(view, t, with_releasing=True).any() for t in alike.values())
     before = solver.fitting_before
+    if not read_before and any(req not in before for req in alike):
+        return False
     for req, t in alike.items():
         known = before.get(req)
         if known is None:

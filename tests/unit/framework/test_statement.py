@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kaipolicy.api.task import Status
+from kaipolicy.api.node import Node
+from kaipolicy.api.task import Status, Task
 from kaipolicy.cycle import open_session
 from kaipolicy.framework.config import SchedulerConfig
 from kaipolicy.framework.session import Session
+from kaipolicy.framework.statement import Statement
 from tests.scenarios.shared import default_bundle
 from tests.unit.helpers import job, node, scenario
 
@@ -44,6 +46,17 @@ def state(ssn: Session) -> Any:
 
 
 
+def _place(rng: random.Random, ssn: Session, stmt: Statement, t: Task, target: Node) -> None:
+    """Only what the actions would do with a pending pod: allocate onto idle room, pipeline onto
+    releasing room."""
+    if t.request.is_shared:
+        t.gpu_groups = [ssn.new_gpu_group()]
+    if target.fits_idle(t) and rng.random() < 0.5:
+        stmt.allocate(t, target.name)
+    elif target.fits_idle_or_releasing(t):
+        stmt.pipeline(t, target.name)
+
+
 def test_rollback_to_a_checkpoint_restores_exactly_the_state_taken_there() -> None:
     for seed in range(60):
         rng = random.Random(seed)
@@ -58,13 +71,7 @@ def test_rollback_to_a_checkpoint_restores_exactly_the_state_taken_there() -> No
             t = rng.choice(tasks)
             target = ssn.cluster.nodes[rng.choice(nodes)]
             if t.status == Status.PENDING:
-                # only what the actions would do: allocate onto idle room, pipeline onto releasing room
-                if t.request.is_shared:
-                    t.gpu_groups = [ssn.new_gpu_group()]
-                if target.fits_idle(t) and rng.random() < 0.5:
-                    stmt.allocate(t, target.name)
-                elif target.fits_idle_or_releasing(t):
-                    stmt.pipeline(t, target.name)
+                _place(rng, ssn, stmt, t, target)
             elif t.status == Status.RUNNING:
                 stmt.evict(t, "test")
         for cp, snap in reversed(checkpoints):
@@ -97,13 +104,7 @@ def test_rollbacks_in_the_middle_restore_exactly_the_state_of_their_checkpoint()
                 continue
             t = rng.choice(tasks)
             if t.status == Status.PENDING:
-                target = ssn.cluster.nodes[rng.choice(nodes)]
-                if t.request.is_shared:
-                    t.gpu_groups = [ssn.new_gpu_group()]
-                if target.fits_idle(t) and rng.random() < 0.5:
-                    stmt.allocate(t, target.name)
-                elif target.fits_idle_or_releasing(t):
-                    stmt.pipeline(t, target.name)
+                _place(rng, ssn, stmt, t, ssn.cluster.nodes[rng.choice(nodes)])
             elif t.status == Status.RUNNING:
                 stmt.evict(t, "test")
             elif t.status == Status.RELEASING and not t.request.is_shared and rng.random() < 0.5:

@@ -32,7 +32,7 @@ from kaipolicy.workflow.bundles import default_policies, load
 from tests.scenarios.shared import default_bundle
 from tests.scenarios.test_audit_log import schema_errors
 from tests.unit.fakeapi import FakeApi
-from tests.unit.helpers import job, node
+from tests.unit.helpers import collections_noted, job, node, noted
 
 NOW = 1_800_000_000.0
 WARN = """plugin: caution
@@ -172,33 +172,12 @@ def test_the_collector_waits_until_the_cycle_is_released(loop: Loop, monkeypatch
     # resumed before the release, the collector's first pass walks the whole snapshot and session
     # (55 ms after openb's allocate cycle); after it, only what outlives the cycle
     events: list[str] = []
-    real_release = loop_module.release
-
-    def release(result: Any) -> None:
-        events.append("released")
-        real_release(result)
-
-    def watch(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            events.append("collected")
-
-    real_cycle = loop.source.cycle
-
-    def cycle() -> Any:
-        events.append("snapshot")
-        return real_cycle()
-
-    monkeypatch.setattr(loop_module, "release", release)
-    monkeypatch.setattr(loop.source, "cycle", cycle)
-    threshold = gc.get_threshold()
-    gc.collect()
-    gc.set_threshold(1)     # any allocation while the collector runs starts a pass
-    gc.callbacks.append(watch)
+    noted(monkeypatch, loop_module, "release", events, "released")
+    noted(monkeypatch, loop.source, "cycle", events, "snapshot")
     try:
-        loop.once()
+        with collections_noted(events):
+            loop.once()
     finally:
-        gc.callbacks.remove(watch)
-        gc.set_threshold(*threshold)
         loop.committer.outbox.stop(1)
     assert loop.cycle == 1 and "released" in events
     assert "collected" not in events[events.index("snapshot"):events.index("released")]
