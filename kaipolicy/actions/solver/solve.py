@@ -32,8 +32,8 @@ from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES
-from kaipolicy.api.resources import Request, RequestType
-from kaipolicy.api.task import Status, Task
+from kaipolicy.api.resources import Request, RequestType, Resources
+from kaipolicy.api.task import ALLOCATED, Status, Task
 from kaipolicy.builtins import capacity
 from kaipolicy.builtins.fairshare import QueueShare, request_quantities
 from kaipolicy.errors import StatementError
@@ -367,8 +367,11 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
         else:
             victim_nodes = sorted({t.node for t in latest.tasks.values()})
             for node in victim_nodes:
-                cp = stmt.checkpoint()
                 tasks = scenario.tasks_on_nodes([node])
+                if _no_room_after_evicting(solver, preemptor, feasible, scenario.recorded_tasks, tasks):
+                    ssn.tally["no room, told before evicting", solver.action] += 1
+                    continue   # as the simulation would end: at once, unplaced, everything undone
+                cp = stmt.checkpoint()
                 evict_all(ssn, stmt, tasks, preemptor, solver.action, solver.rules)
                 added = []
                 for t in tasks:
@@ -475,6 +478,9 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
     placed = False
     hopeless: set[Request] = set()
     evicted_from = {t.node for t in victim_tasks}   # (a victim placed again has moved on)
+    # whether no victim job has pending pods, once asked: turns only place pods (none becomes
+    # pending), so a job without pending pods keeps none
+    none_pending: bool | None = None
     # Once the preemptor and every victim job have had their turn, the jobs left only take part
     # in the ordering: popping them would change nothing.
     unplaced = set(jobs)
@@ -500,10 +506,13 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
         elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
             order.placements += 1
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
-            if feasible is not None and preemptor.uid in unplaced \
-                    and _hopeless_after_victim(solver, preemptor, nodes, victim_tasks, feasible, evicted_from):
-                ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
-                return False
+            if feasible is not None and preemptor.uid in unplaced:
+                if none_pending is None:
+                    none_pending = not victim_pending(ssn, victim_tasks)
+                if none_pending and _hopeless_after_victim(solver, preemptor, nodes, victim_tasks, feasible,
+                                                           evicted_from):
+                    ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
+                    return False
         else:
             if RUNS_PASSED_OVER and turns is None:
                 order.pass_over(jobs)
@@ -914,18 +923,21 @@ def _hopeless_after_victim(solver: JobSolver, preemptor: Job, nodes: list[Node],
     """The preemptor, whose turn is still to come, fits no node now (see HOPELESS_AFTER_VICTIMS).
     `evicted_from`: the nodes the simulation's evictions touched. Any other node is now as it was
     before them or fuller (a victim may have moved there), so where the preemptor did not fit
-    before it does not fit now."""
+    before it does not fit now. The caller has made sure no victim job has pending pods."""
     return HOPELESS_AFTER_VICTIMS and FITS_FROM_BEFORE and len(evicted_from) <= TOUCHED_ASKED \
-        and _fits_nowhere(solver, preemptor, nodes, victim_tasks, feasible, evicted_from, read_before=False)
+        and _fits_nowhere(solver, preemptor, nodes, victim_tasks, feasible, evicted_from, read_before=False,
+                          none_pending=True)
 
 
 def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_tasks: list[Task],
-                  feasible: dict[str, Node], touched: set[str], read_before: bool = True) -> bool:
+                  feasible: dict[str, Node], touched: set[str], read_before: bool = True,
+                  none_pending: bool = False) -> bool:
     """_preemptor_cannot_fit's answer, on the cluster as it is now; `touched`: the nodes the
     evictions touched. Without `read_before` (mid-simulation, where the cluster is no longer as
-    it was right after the evictions) False unless where each pod fitted before is known."""
+    it was right after the evictions) False unless where each pod fitted before is known.
+    `none_pending`: no victim job has pending pods, as the caller knows already."""
     ssn = solver.ssn
-    if victim_pending(ssn, victim_tasks):
+    if not none_pending and victim_pending(ssn, victim_tasks):
         return False
     tasks = tasks_to_allocate(ssn, preemptor, False)
     # a pod's fit reads only its request: one pod per request is asked
@@ -954,6 +966,85 @@ def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_t
 #: Nodes touched by a scenario's evictions past which a fit mask over every node is cheaper
 #: than asking the touched nodes one by one.
 TOUCHED_ASKED = 8
+
+
+#: Where evicting a latest victim's pods on one node would leave a pod of the partial job fitting
+#: nowhere (the simulation would end at once, unplaced), that is told from the node's free amounts
+#: and the pods' grants, without evicting them and rolling back (False: evict, then ask; the tests
+#: compare both). See _no_room_after_evicting.
+NO_ROOM_BEFORE_EVICTING = True
+
+#: Whole numbers up to this add up exactly in floating point, in any order.
+_EXACT_UP_TO = 2.0 ** 52
+
+
+def _no_room_after_evicting(solver: JobSolver, preemptor: Job, feasible: dict[str, Node],
+                            recorded: Sequence[Task], tasks: Sequence[Task]) -> bool:
+    """_preemptor_cannot_fit's answer for the simulation that evicting `tasks` would start
+    (`recorded`: the victims evicted already), told before evicting them: True only where it
+    is surely True.
+
+    Evicting a pod that holds its node as granted, with whole GPUs or none (no shared group, no
+    MIG), moves its grant from the node's used amounts to its releasing ones, so it adds the grant
+    to the node's free amounts, and changes nothing else a fit reads. When every
+    amount involved is a whole number, the sums are exact in any order, so each node's free
+    amounts after the evictions are its free amounts now plus the grants of the pods leaving it.
+    The nodes the evictions do not touch are as they are now; where each pod of the partial job
+    fitted before the scenarios is read as _fits_nowhere reads it (and worked out as it would be,
+    the cluster differing from the one after the evictions only on nodes it leaves out)."""
+    if not (NO_ROOM_BEFORE_EVICTING and FITS_FROM_BEFORE):
+        return False
+    ssn = solver.ssn
+    victims = [*recorded, *tasks]
+    touched = {t.node for t in victims}
+    if len(touched) > TOUCHED_ASKED or victim_pending(ssn, victims):
+        return False
+    nodes = ssn.cluster.nodes
+    freed: dict[str, list[float]] = {}
+    for t in tasks:
+        node = nodes.get(t.node)
+        stored = node.tasks.get(t.key) if node is not None else None
+        req = t.request
+        # (the node holds the pod as it was placed: Allocated where the task is Binding now)
+        if stored is None or t.status not in ALLOCATED or stored.status not in ALLOCATED or req.is_shared \
+                or req.mig or t.legacy_mig or stored.accepted != req:
+            return False
+        amounts = freed.setdefault(t.node, [0.0, 0.0, 0.0, 0.0])
+        for i, v in enumerate((req.cpu, req.memory, req.gpus, 1.0)):
+            amounts[i] += v
+    free: dict[str, Resources] = {}
+    for name, amounts in freed.items():
+        node = nodes[name]
+        idle, releasing = node.idle, node.releasing
+        now = (idle.cpu, idle.memory, idle.gpus, idle.pods, releasing.cpu, releasing.memory, releasing.gpus,
+               releasing.pods)
+        if not all(float(v).is_integer() and abs(v) <= _EXACT_UP_TO for v in (*now, *amounts)):
+            return False
+        cpu, memory, gpus, slots = (now[i] + now[i + 4] + amounts[i] for i in range(4))
+        free[name] = Resources(cpu, memory, gpus, slots)
+    pods = tasks_to_allocate(ssn, preemptor, False)
+    alike = {t.request: t for t in pods}
+    if any(req.mig for req in alike):
+        return False
+    before = solver.fitting_before
+    for req, t in alike.items():
+        known = before.get(req)
+        if known is None:
+            table = ssn.table
+            rows = np.flatnonzero(fits_mask(table.whole(), t, with_releasing=True)).tolist()
+            known = before[req] = ({table.nodes[i].name for i in rows} - touched, set(touched))
+        fitted, unknown = known
+        if any((name in feasible or name in freed) and name not in touched for name in fitted):
+            continue
+        for name in touched | unknown:
+            if name in free:
+                if nodes[name]._fits_on(req, free[name]):
+                    break
+            elif name in feasible and feasible[name].fits_idle_or_releasing(t):
+                break
+        else:
+            return True
+    return False
 
 
 def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request]) -> bool:
