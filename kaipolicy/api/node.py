@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from kaipolicy.api.resources import Request, RequestType, Resources, mig_gpu_portion
+from kaipolicy.api.resources import Request, RequestType, Resources, covers_amounts, mig_gpu_portion
 from kaipolicy.api.task import ACTIVE_USED, Status, Task
 
 DEFAULT_GPU_MEMORY = 100
@@ -155,8 +155,8 @@ class Node:
         """No resource of the node is on its way out: what fits on idle and what fits on idle or
         releasing resources are then the same (for requests that are not empty)."""
         r = self.releasing
-        return (r.cpu == 0 and r.memory == 0 and r.gpus == 0 and r.pods == 0 and not any(r.mig.values())
-                and not any(self.shared_releasing.values()))
+        return (r.cpu == 0 and r.memory == 0 and r.gpus == 0 and r.pods == 0 and not (r.mig and any(r.mig.values()))
+                and not (self.shared_releasing and any(self.shared_releasing.values())))
 
     @property
     def free_cpu_millis(self) -> float:
@@ -225,16 +225,29 @@ class Node:
         return self._fits_on(req, self.idle)
 
     def fits_idle_or_releasing(self, task: Task) -> bool:
-        return self._fits_on(task.request, self.non_allocated())
+        req = task.request
+        if req.mig:
+            return self._fits_on(req, self.non_allocated())
+        # the sums non_allocated() makes, without building it (asked per node in every simulation)
+        idle, releasing = self.idle, self.releasing
+        return self._fits_amounts(req, idle.cpu + releasing.cpu, idle.memory + releasing.memory,
+                                  idle.gpus + releasing.gpus, idle.pods + releasing.pods)
 
     def _fits_on(self, req: Request, free: Resources) -> bool:
-        if not req.is_shared:
+        if req.mig and not req.is_shared:
             return self.valid_portion(req) and free.covers(req)
-        if req.cpu > free.cpu or req.memory > free.memory or free.pods < 1:
+        return self._fits_amounts(req, free.cpu, free.memory, free.gpus, free.pods)
+
+    def _fits_amounts(self, req: Request, cpu: float, memory: float, gpus: float, pods: float) -> bool:
+        """_fits_on for a request without MIG slices (or a shared one), on free amounts given one
+        by one."""
+        if not req.is_shared:
+            return self.valid_portion(req) and covers_amounts(req, cpu, memory, gpus, pods)
+        if req.cpu > cpu or req.memory > memory or pods < 1:
             return False
         if not self.valid_portion(req):
             return False
-        return math.floor(free.gpus + 1e-9) + self.matching_shared_groups(req) >= req.count
+        return math.floor(gpus + 1e-9) + self.matching_shared_groups(req) >= req.count
 
     def matching_shared_groups(self, req: Request) -> int:
         n = 0

@@ -157,11 +157,14 @@ class Resources:
     def covers(self, req: Request) -> bool:
         """Whether `req` fits in these amounts (the reference's LessEqualResource; every pod
         also takes one pod slot)."""
-        if req.cpu > self.cpu or req.memory > self.memory or self.pods < 1:
-            return False
-        if req.gpus > self.gpus + 1e-9:
+        if not covers_amounts(req, self.cpu, self.memory, self.gpus, self.pods):
             return False
         for name, n in req.mig:
             if self.mig.get(name, 0) < n:
                 return False
         return True
+
+
+def covers_amounts(req: Request, cpu: float, memory: float, gpus: float, pods: float) -> bool:
+    """Resources.covers but for MIG slices, on amounts given one by one."""
+    return not (req.cpu > cpu or req.memory > memory or pods < 1 or req.gpus > gpus + 1e-9)

@@ -8,6 +8,7 @@ names the scalar rules read from a `Node`.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Hashable, Sequence
 from functools import cached_property
 from typing import Any
@@ -108,6 +109,8 @@ class NodeTable:
             n.index = i
         self._columns: dict[str, np.ndarray] = {}
         self._changing: dict[str, np.ndarray] = {}    # the columns a task can change
+        # what a refresh reads of a changed node, all those columns at once, and the columns
+        self._row: tuple[Callable[[Node], Any], list[np.ndarray]] | None = None
         self._read_only: dict[str, np.ndarray] = {}
         self._dirty: set[int] = set()
         # per node list asked for (by identity): its rows, whether it is every row in order, and
@@ -231,6 +234,7 @@ class NodeTable:
             self._columns[attr] = col
             if attr not in STATIC:
                 self._changing[attr] = col
+                self._row = None
         return col
 
     def read_only(self, attr: str) -> np.ndarray:
@@ -247,10 +251,22 @@ class NodeTable:
     def _refresh(self) -> None:
         if not self._dirty:
             return
-        for i in self._dirty:
-            node = self.nodes[i]
-            for attr, col in self._changing.items():
-                col[i] = getattr(node, attr)
+        if not self._changing:
+            self._dirty.clear()
+            return
+        row = self._row
+        if row is None:
+            row = self._row = (operator.attrgetter(*self._changing), list(self._changing.values()))
+        get, cols = row
+        nodes = self.nodes
+        if len(cols) == 1:
+            (col,) = cols
+            for i in self._dirty:
+                col[i] = get(nodes[i])
+        else:
+            for i in self._dirty:
+                for col, value in zip(cols, get(nodes[i])):
+                    col[i] = value
         self._dirty.clear()
 
     def view(self, nodes: Sequence[Node]) -> NodeVector:

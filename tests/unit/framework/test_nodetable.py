@@ -34,6 +34,23 @@ def test_a_view_is_reused_until_a_node_changes_and_then_shows_the_change() -> No
     assert again is not view and again.idle_cpu_millis[2] == 5.0
 
 
+def test_every_column_read_so_far_follows_a_change_also_one_first_read_after_a_refresh() -> None:
+    # a refresh reads a changed node's columns together: a column read for the first time after
+    # one must join the next
+    table = NodeTable(nodes())
+    assert table.view(table.nodes).idle_cpu_millis[1] == 2000.0
+    table.nodes[1].idle.cpu = 3.0
+    table.mark(table.nodes[1])
+    assert table.view(table.nodes).idle_cpu_millis[1] == 3.0          # refreshed with one column
+    assert table.view(table.nodes).free_gpus[4] == 4.0                # a second column
+    table.nodes[4].idle.cpu, table.nodes[4].releasing.gpus = 9.0, 2.0
+    table.mark(table.nodes[4])
+    view = table.view(table.nodes)
+    assert (view.idle_cpu_millis[4], view.free_gpus[4]) == (9.0, 6.0)
+    part = table.view([table.nodes[4], table.nodes[1]])
+    assert part.idle_cpu_millis.tolist() == [9.0, 3.0] and part.free_gpus.tolist() == [6.0, 4.0]
+
+
 def test_a_view_held_past_a_change_reads_a_new_column_fresh() -> None:
     # an every-node view hands out the live read-only column at once only while no row waits
     # for a refresh: a view kept across a change must not read the column before its refresh
