@@ -30,7 +30,7 @@ class Operation:
     previous_groups: list[str]
     previous_virtual: bool
     node_before: NodeState | None   # the node's accounting before the operation (None for an
-                                    # unevict, undone by evicting again)
+                                    # unevict of a pod without shared GPUs, undone by evicting again)
     message: str = ""
     reason: dict[str, str] = field(default_factory=dict)
     valid: bool = True
@@ -99,10 +99,12 @@ class Statement:
         """Undo the earliest still-valid eviction of `task` (it fits back where it was).
 
         Unlike the reference, the cancellation is itself logged, so that rolling back past it
-        evicts the task again and a rollback restores exactly the state of its checkpoint."""
+        evicts the task again and a rollback restores exactly the state of its checkpoint. Evicting
+        again gives a node back its accounting by arithmetic, exact but for a shared-GPU pod's
+        groups (their releasing marks), so for those the record keeps the node as it was."""
         for op in self.operations:
             if op.valid and op.kind == "evict" and op.task is task:
-                record = self._record("unevict", task, op.node, keep_node=False)
+                record = self._record("unevict", task, op.node, keep_node=task.request.is_shared)
                 if groups_before is not None:
                     record.previous_groups = groups_before
                 self._undo(op)
@@ -156,7 +158,10 @@ class Statement:
             ssn.set_status(task, op.previous_status)
             task.gpu_groups = list(op.previous_groups)
             task.is_virtual = op.previous_virtual
-            ssn.cluster.nodes[op.node].update_task(task)
+            if exact and op.node_before is not None:
+                ssn.cluster.nodes[op.node].restore(op.node_before)
+            else:
+                ssn.cluster.nodes[op.node].update_task(task)
             ssn.on_deallocate(task)
             if op.undoes is not None:
                 op.undoes.valid = True
