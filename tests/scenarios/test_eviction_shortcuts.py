@@ -53,7 +53,6 @@ SHORTCUTS = {
     "each turn read from the keys when it comes, where the bounds cannot settle the turns": (solve, "TURNS_ONE_BY_ONE"),
     "one key bounding every turn of a single victim queue": (solve, "ONE_LINE_AT_ONCE"),
     "a simulation ends once the victims' turns leave the preemptor fitting nowhere": (solve, "HOPELESS_AFTER_VICTIMS"),
-    "a node whose evictions would leave the preemptor no room told so before evicting": (solve, "NO_ROOM_BEFORE_EVICTING"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),
@@ -202,16 +201,6 @@ def test_clusters_under_reclaim_pressure_are_where_simulations_end_once_the_pree
         res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
         cut += res.last.tally["preemptor hopeless after a victim", "reclaim"] > 0
     assert cut >= 3
-
-
-def test_clusters_under_reclaim_pressure_are_where_no_room_is_told_before_evicting() -> None:
-    # the comparisons above mean something for NO_ROOM_BEFORE_EVICTING only if it stands in for
-    # evictions there
-    told = 0
-    for seed in PRESSURE[:100]:
-        res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
-        told += res.last.tally["no room, told before evicting", "reclaim"] > 0
-    assert told >= 3
 
 
 def _bench(name: str) -> Any:

@@ -33,7 +33,7 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES
 from kaipolicy.api.resources import Request, RequestType
-from kaipolicy.api.task import ALLOCATED, Status, Task
+from kaipolicy.api.task import Status, Task
 from kaipolicy.builtins import capacity
 from kaipolicy.builtins.fairshare import QueueShare, request_quantities
 from kaipolicy.errors import StatementError
@@ -367,12 +367,8 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
         else:
             victim_nodes = sorted({t.node for t in latest.tasks.values()})
             for node in victim_nodes:
-                tasks = scenario.tasks_on_nodes([node])
-                room = _room_after_evicting(solver, preemptor, feasible, scenario.recorded_tasks, tasks)
-                if room is False:
-                    ssn.tally["no room, told before evicting", solver.action] += 1
-                    continue   # as the simulation would end: at once, unplaced, everything undone
                 cp = stmt.checkpoint()
+                tasks = scenario.tasks_on_nodes([node])
                 evict_all(ssn, stmt, tasks, preemptor, solver.action, solver.rules)
                 added = []
                 for t in tasks:
@@ -384,7 +380,7 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
                 # out, so a proof stands in for the simulation only where both end alike.
                 provable = len(victim_nodes) == 1 and not added
                 result = _simulate(solver, scenario, stmt, feasible, [*scenario.recorded_tasks, *tasks], provable,
-                                   start, room is True)
+                                   start)
                 if result is not None:
                     return result
                 for name in added:
@@ -397,13 +393,12 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
 
 
 def _simulate(solver: JobSolver, scenario: AnyScenario, stmt: Statement, feasible: dict[str, Node],
-              victim_tasks: list[Task], provable: bool, start: int = 0, room: bool = False) -> Solution | None:
+              victim_tasks: list[Task], provable: bool, start: int = 0) -> Solution | None:
     """None when the partial job does not fit; otherwise the (validated or refused) solution.
     With `provable`, a refusal proven before the simulation ends it as the validator would. A
-    refused scenario rolls `stmt` back to `start`. `room`: every pod of the partial job is known
-    to fit somewhere after the evictions (see _room_after_evicting)."""
+    refused scenario rolls `stmt` back to `start`."""
     nodes = solver.node_list(feasible)
-    if not room and _preemptor_cannot_fit(solver, scenario.preemptor, nodes, victim_tasks, feasible):
+    if _preemptor_cannot_fit(solver, scenario.preemptor, nodes, victim_tasks, feasible):
         return None
     if provable and solver.refusals is not None and solver.refusals.refuses(scenario, nodes, victim_tasks):
         stmt.rollback(start)
@@ -968,113 +963,6 @@ def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_t
 #: Nodes touched by a scenario's evictions past which a fit mask over every node is cheaper
 #: than asking the touched nodes one by one.
 TOUCHED_ASKED = 8
-
-
-#: Where evicting a latest victim's pods on one node would leave a pod of the partial job fitting
-#: nowhere (the simulation would end at once, unplaced), that is told from the nodes' accounting
-#: alone, without the evictions' statement, queue shares, messages and roll-back (False: evict,
-#: then ask; the tests compare both). See _room_after_evicting.
-NO_ROOM_BEFORE_EVICTING = True
-
-
-def _room_after_evicting(solver: JobSolver, preemptor: Job, feasible: dict[str, Node],
-                         recorded: Sequence[Task], tasks: Sequence[Task]) -> bool | None:
-    """The negation of _preemptor_cannot_fit's answer for the simulation that evicting `tasks`
-    would start (`recorded`: the victims evicted already), told before evicting them: False when a
-    pod of the partial job would fit nowhere, True when each would fit somewhere, None when not
-    told (_preemptor_cannot_fit is asked after the evictions).
-
-    A fit reads only its node's accounting, and an eviction changes a node's accounting by marking
-    the pod Releasing and updating the node with it. Where the pods take whole GPUs or none, their
-    nodes' free amounts after the evictions are summed (_free_after_evicting); elsewhere the nodes
-    the pods leave are updated so, asked, and given back their exact state (the pods their status
-    and grant). The nodes the evictions do not touch are as they are now. Where each pod of the partial job fitted before
-    the scenarios is read as _fits_nowhere reads it (and worked out as it would be: the cluster
-    differs from the one after the evictions only on nodes it leaves out)."""
-    if not (NO_ROOM_BEFORE_EVICTING and FITS_FROM_BEFORE):
-        return None
-    ssn = solver.ssn
-    victims = [*recorded, *tasks]
-    touched = {t.node for t in victims}
-    if len(touched) > TOUCHED_ASKED or victim_pending(ssn, victims):
-        return None
-    nodes = ssn.cluster.nodes
-    leaving = {t.node for t in tasks}
-    if any(name not in nodes for name in leaving):
-        return None   # the eviction fails: the scenario ends otherwise
-    pods = tasks_to_allocate(ssn, preemptor, False)
-    alike = {t.request: t for t in pods}
-    before = solver.fitting_before
-    asked: list[tuple[Task, set[str]]] = []
-    for req, t in alike.items():
-        known = before.get(req)
-        if known is None:
-            table = ssn.table
-            rows = np.flatnonzero(fits_mask(table.whole(), t, with_releasing=True)).tolist()
-            known = before[req] = ({table.nodes[i].name for i in rows} - touched, set(touched))
-        fitted, unknown = known
-        if not any((name in feasible or name in leaving) and name not in touched for name in fitted):
-            asked.append((t, {name for name in touched | unknown if name in feasible or name in leaving}))
-    if not asked:
-        return True
-    free = _free_after_evicting(nodes, tasks)
-    if free is not None and not any(t.request.mig for t, _ in asked):
-        return all(any(nodes[name]._fits_amounts(t.request, *free[name]) if name in free
-                       else nodes[name].fits_idle_or_releasing(t) for name in names) for t, names in asked)
-    with _evicted_in_nodes(nodes, tasks):
-        return all(any(nodes[name].fits_idle_or_releasing(t) for name in names) for t, names in asked)
-
-#: Whole numbers up to this add up exactly in floating point, in any order.
-_EXACT_UP_TO = 2.0 ** 52
-
-
-def _free_after_evicting(nodes: dict[str, Node], tasks: Sequence[Task]) -> dict[str, tuple[float, ...]] | None:
-    """Per node the pods leave, its free CPU, memory, whole GPUs and pod slots once they are
-    evicted, where working them out needs no update of the node: each pod holds the node as
-    granted (Allocated, Bound, Binding or Running, as the node recorded it) with whole GPUs or none,
-    so its eviction only moves its grant from the node's used amounts to its releasing ones; and
-    every amount is a whole number, so the sums are exact whatever their order. None elsewhere."""
-    freed: dict[str, list[float]] = {}
-    for t in tasks:
-        stored = nodes[t.node].tasks.get(t.key)
-        req = t.request
-        # (the node holds the pod as it was placed: Allocated where the task is Binding now)
-        if stored is None or t.status not in ALLOCATED or stored.status not in ALLOCATED or req.is_shared \
-                or req.mig or t.legacy_mig or stored.accepted != req:
-            return None
-        amounts = freed.setdefault(t.node, [0.0, 0.0, 0.0, 0.0])
-        amounts[0] += req.cpu
-        amounts[1] += req.memory
-        amounts[2] += req.gpus
-        amounts[3] += 1.0
-    free: dict[str, tuple[float, ...]] = {}
-    for name, amounts in freed.items():
-        node = nodes[name]
-        idle, releasing = node.idle, node.releasing
-        now = (idle.cpu, idle.memory, idle.gpus, idle.pods, releasing.cpu, releasing.memory, releasing.gpus,
-               releasing.pods)
-        if not all(float(v).is_integer() and abs(v) <= _EXACT_UP_TO for v in (*now, *amounts)):
-            return None
-        free[name] = tuple(now[i] + now[i + 4] + amounts[i] for i in range(4))
-    return free
-
-
-@contextmanager
-def _evicted_in_nodes(nodes: dict[str, Node], tasks: Sequence[Task]) -> Iterator[None]:
-    """The pods' nodes as evicting them would leave them (the same updates in the same order),
-    then exactly as they were, and the pods their status and grant."""
-    kept = {name: nodes[name].snapshot() for name in dict.fromkeys(t.node for t in tasks)}
-    pods = [(t, t.status, t.accepted) for t in tasks]
-    try:
-        for t in tasks:
-            t.status = Status.RELEASING
-            nodes[t.node].update_task(t)
-        yield
-    finally:
-        for name, snap in kept.items():
-            nodes[name].restore(snap)
-        for t, status, accepted in pods:
-            t.status, t.accepted = status, accepted
 
 
 def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request]) -> bool:
