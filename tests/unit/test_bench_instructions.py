@@ -1,0 +1,44 @@
+"""bench/instructions.py: its measured part runs the thinned openb trace's cycle (the part
+callgrind counts), and a wrong switch is refused before anything runs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kaipolicy.actions.solver import solve
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture
+def instructions(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.syspath_prepend(str(BENCH))
+    sys.modules.pop("instructions", None)
+    return importlib.import_module("instructions")
+
+
+def args(**kw: Any) -> argparse.Namespace:
+    return argparse.Namespace(**{"step": 40, "offset": 0, "actions": "all", "switch": [], **kw})
+
+
+def test_the_measured_part_is_the_thinned_traces_snapshot_then_its_cycle(instructions: Any) -> None:
+    base = instructions.inner(args(), baseline=True)
+    assert base == {"nodes": 39, "pods": 204}
+    cycle = instructions.inner(args(), baseline=False)
+    assert cycle["binds"] > 0 and cycle["simulated"] > 0
+
+
+def test_a_switch_is_set_and_a_wrong_one_refused(instructions: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(solve, "HOPELESS_AFTER_VICTIMS", True)
+    instructions.switch("kaipolicy.actions.solver.solve.HOPELESS_AFTER_VICTIMS=False")
+    assert solve.HOPELESS_AFTER_VICTIMS is False
+    for wrong in ("kaipolicy.actions.solver.solve.NO_SUCH=1", "HOPELESS_AFTER_VICTIMS", "solve.X=",
+                  "kaipolicy.no_such_module.X=1"):
+        with pytest.raises(SystemExit):
+            instructions.switch(wrong)
