@@ -256,17 +256,14 @@ class NodeTable:
             return
         row = self._row
         if row is None:
-            row = self._row = (operator.attrgetter(*self._changing), list(self._changing.values()))
+            # (the changing column's name twice: attrgetter of several names gives a tuple)
+            names = list(self._changing) if len(self._changing) > 1 else [*self._changing] * 2
+            row = self._row = (operator.attrgetter(*names), list(self._changing.values()))
         get, cols = row
         nodes = self.nodes
-        if len(cols) == 1:
-            (col,) = cols
-            for i in self._dirty:
-                col[i] = get(nodes[i])
-        else:
-            for i in self._dirty:
-                for col, value in zip(cols, get(nodes[i])):
-                    col[i] = value
+        for i in self._dirty:
+            for col, value in zip(cols, get(nodes[i])):
+                col[i] = value
         self._dirty.clear()
 
     def view(self, nodes: Sequence[Node]) -> NodeVector:

@@ -162,44 +162,49 @@ def test_clusters_under_reclaim_pressure_decide_alike_with_the_shortcuts_off(sta
     assert differ == []
 
 
-def test_clusters_under_reclaim_pressure_are_where_refusals_get_proven() -> None:
+@pytest.fixture(scope="module")
+def pressure_tallies() -> list[Any]:
+    """The last cycle's tally of each of the first 100 clusters under reclaim pressure, simulated
+    once for the tests below, which check that each shortcut is exercised there."""
+    return [simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle()).last.tally
+            for seed in PRESSURE[:100]]
+
+
+def test_clusters_under_reclaim_pressure_are_where_refusals_get_proven(pressure_tallies: list[Any]) -> None:
     # the comparison above means something only if the proofs stand in for simulations there:
     # before a simulation, and after the preemptor's turn
     proven = cut_short = before_placing = 0
-    for seed in PRESSURE[:100]:
-        res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
-        proven += res.last.tally["proven", "reclaim"] > 0
-        cut_short += res.last.tally["cut short", "reclaim"] > 0
-        before_placing += res.last.tally["cut short before placing", "reclaim"] > 0
+    for tally in pressure_tallies:
+        proven += tally["proven", "reclaim"] > 0
+        cut_short += tally["cut short", "reclaim"] > 0
+        before_placing += tally["cut short before placing", "reclaim"] > 0
     assert proven >= 3 and cut_short >= 3 and before_placing >= 3
 
 
-def test_random_clusters_are_where_turns_get_read_from_the_keys() -> None:
+def test_random_clusters_are_where_turns_get_read_from_the_keys(pressure_tallies: list[Any]) -> None:
     # the comparisons above mean something for TURNS_FROM_KEYS only if it decides turns there
     settled = 0
-    for seed in PRESSURE[:100]:
-        res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
-        settled += sum(n for (what, _), n in res.last.tally.items() if what == "turns from keys") > 0
+    for tally in pressure_tallies:
+        settled += sum(n for (what, _), n in tally.items() if what == "turns from keys") > 0
     assert settled >= 3
 
 
-def test_clusters_under_reclaim_pressure_are_where_scenarios_get_built_ahead() -> None:
+def test_clusters_under_reclaim_pressure_are_where_scenarios_get_built_ahead(pressure_tallies: list[Any]) -> None:
     # the comparisons above mean something for RECORDED_EVICTED_ONCE only if gangs' later pods
     # search with recorded victims there
     ahead = 0
-    for seed in PRESSURE[:100]:
-        res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
-        ahead += res.last.tally["built ahead", "reclaim"] > 0
+    for tally in pressure_tallies:
+        ahead += tally["built ahead", "reclaim"] > 0
     assert ahead >= 3
 
 
-def test_clusters_under_reclaim_pressure_are_where_simulations_end_once_the_preemptor_is_hopeless() -> None:
+def test_clusters_under_reclaim_pressure_are_where_simulations_end_once_the_preemptor_is_hopeless(
+        pressure_tallies: list[Any]) -> None:
     # the comparisons above mean something for HOPELESS_AFTER_VICTIMS only if victims' turns
     # leave the preemptor fitting nowhere there
     cut = 0
-    for seed in PRESSURE[:100]:
-        res = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
-        cut += res.last.tally["preemptor hopeless after a victim", "reclaim"] > 0
+    for tally in pressure_tallies:
+        cut += tally["preemptor hopeless after a victim", "reclaim"] > 0
     assert cut >= 3
 
 
