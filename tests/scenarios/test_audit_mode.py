@@ -37,11 +37,12 @@ def with_audit_copies(doc: dict[str, Any]) -> dict[str, Any]:
 def shadowed_bundle() -> Any:
     from kaipolicy.cli.bundle import load
 
-    folder = Path(tempfile.mkdtemp(prefix="kaipolicy-audit-copies-"))
-    for path in sorted((REPO / "policies").glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
-        (folder / path.name).write_text(yaml.safe_dump(with_audit_copies(doc), sort_keys=False))
-    return load([str(folder)])
+    with tempfile.TemporaryDirectory(prefix="kaipolicy-audit-copies-") as name:
+        folder = Path(name)
+        for path in sorted((REPO / "policies").glob("*.yaml")):
+            doc = yaml.safe_load(path.read_text())
+            (folder / path.name).write_text(yaml.safe_dump(with_audit_copies(doc), sort_keys=False))
+        return load([str(folder)])
 
 
 def test_every_shadowable_rule_of_the_default_bundle_has_an_audit_copy() -> None:
