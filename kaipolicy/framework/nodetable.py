@@ -88,6 +88,10 @@ class NodeVector:
 KEPT_CHANGES = 4096
 #: Node lists whose rows are remembered at once.
 KEPT_LISTS = 8
+#: Changed rows from which a refresh assigns each (numeric) column once rather than row by row.
+BATCHED_ROWS = 8
+#: Node lists read last whose rows a new list that extends or shortens one of them reuses.
+RECENT_LISTS = 4
 #: Changed rows past which a derived array is recomputed whole rather than row by row.
 PATCH_ROWS = 16
 #: Marks past which the changed rows are not told apart: a simulation marks its few nodes again
@@ -110,13 +114,14 @@ class NodeTable:
         self._columns: dict[str, np.ndarray] = {}
         self._changing: dict[str, np.ndarray] = {}    # the columns a task can change
         # what a refresh reads of a changed node, all those columns at once, and the columns
-        self._row: tuple[Callable[[Node], Any], list[np.ndarray]] | None = None
+        self._row: tuple[Callable[[Node], Any], list[np.ndarray], bool] | None = None
         self._read_only: dict[str, np.ndarray] = {}
         self._dirty: set[int] = set()
         # per node list asked for (by identity): its rows, whether it is every row in order, and
         # its view while no node changes; a few lists are kept (the solver alternates between them)
         self._lists: dict[int, tuple[Sequence[Node], np.ndarray, bool, dict[Hashable, Any]]] = {}
         self._views: dict[int, tuple[Sequence[Node], NodeVector]] = {}
+        self._recent: list[tuple[Sequence[Node], np.ndarray]] = []   # the lists read last, newest last
         # rows marked, in order, since change number `_base`: what derived arrays catch up on
         self._changes: list[int] = []
         self._base = 0
@@ -258,12 +263,20 @@ class NodeTable:
         if row is None:
             # (the changing column's name twice: attrgetter of several names gives a tuple)
             names = list(self._changing) if len(self._changing) > 1 else [*self._changing] * 2
-            row = self._row = (operator.attrgetter(*names), list(self._changing.values()))
-        get, cols = row
+            cols = list(self._changing.values())
+            row = self._row = (operator.attrgetter(*names), cols, all(c.dtype != object for c in cols))
+        get, cols, numeric = row
         nodes = self.nodes
-        for i in self._dirty:
-            for col, value in zip(cols, get(nodes[i])):
-                col[i] = value
+        if numeric and len(self._dirty) >= BATCHED_ROWS:
+            # many rows (a run's evictions undone): one assignment per column
+            rows = list(self._dirty)
+            values = np.array([get(nodes[i]) for i in rows], dtype=np.float64)
+            for j, col in enumerate(cols):
+                col[rows] = values[:, j]
+        else:
+            for i in self._dirty:
+                for col, value in zip(cols, get(nodes[i])):
+                    col[i] = value
         self._dirty.clear()
 
     def view(self, nodes: Sequence[Node]) -> NodeVector:
@@ -275,7 +288,7 @@ class NodeTable:
             return kept[1]    # (an id alone is not enough: a list dropped from _lists may be gone and its id reused)
         known = self._lists.get(key)
         if known is None or known[0] is not nodes:
-            idx = np.fromiter((n.index for n in nodes), dtype=np.intp, count=len(nodes))
+            idx = self._rows_of(nodes)
             every = len(idx) == len(self.nodes) and bool((idx == np.arange(len(idx))).all())
             if len(self._lists) >= KEPT_LISTS:
                 self._lists.clear()
@@ -288,6 +301,31 @@ class NodeTable:
             view.__dict__.update(self._read_only)
         self._views[key] = (nodes, view)
         return view
+
+    def _rows_of(self, nodes: Sequence[Node]) -> np.ndarray:
+        """The table rows of `nodes`. A list that starts with a list read lately, or with which
+        one starts, reuses that list's rows: the solver's feasible nodes grow a node at a time
+        and shrink back, between lists of other nodes. Comparing the common part is a C loop
+        over identities; reading each node's row is not."""
+        n = len(nodes)
+        rows = None
+        for last, last_rows in reversed(self._recent):
+            k = len(last)
+            if not k or not n or last[0] is not nodes[0]:
+                continue
+            if n >= k and nodes[:k] == last:
+                extra = np.fromiter((node.index for node in nodes[k:]), dtype=np.intp, count=n - k)
+                rows = np.concatenate((last_rows, extra))
+                break
+            if n < k and last[:n] == nodes:
+                rows = last_rows[:n].copy()
+                break
+        if rows is None:
+            rows = np.fromiter((node.index for node in nodes), dtype=np.intp, count=n)
+        if len(self._recent) >= RECENT_LISTS:
+            del self._recent[0]
+        self._recent.append((nodes, rows))
+        return rows
 
     def whole(self) -> NodeVector:
         """Every node, in table order."""

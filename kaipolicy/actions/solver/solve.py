@@ -117,7 +117,7 @@ class JobSolver:
         self.refusals = refusals
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending_order: SortedJobs | None = None
-        self._node_list: tuple[tuple[str, ...], list[Node]] = ((), [])
+        self._node_list: list[Node] = []
         # per partial job and request of its pods: the nodes it fitted before the evictions (see
         # _preemptor_cannot_fit), and the nodes whose fit then is not known
         self.fitting_before: dict[Request, tuple[set[str], set[str]]] = {}
@@ -125,10 +125,10 @@ class JobSolver:
     def node_list(self, feasible: dict[str, Node]) -> list[Node]:
         """The feasible nodes as a list, the same list while they stay the same nodes: the node
         table knows a list by its identity, so its arrays of them are not built again."""
-        names = tuple(feasible)
-        if names != self._node_list[0]:
-            self._node_list = (names, list(feasible.values()))
-        return self._node_list[1]
+        nodes = list(feasible.values())
+        if nodes != self._node_list:    # (nodes compare by identity)
+            self._node_list = nodes
+        return self._node_list
 
     def solve(self, job: Job) -> tuple[bool, Statement | None, list[Task]]:
         self.where = f"in {self.action}, trying victims for job {job.name}"

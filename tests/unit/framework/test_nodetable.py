@@ -51,6 +51,24 @@ def test_every_column_read_so_far_follows_a_change_also_one_first_read_after_a_r
     assert part.idle_cpu_millis.tolist() == [9.0, 3.0] and part.free_gpus.tolist() == [6.0, 4.0]
 
 
+@pytest.mark.parametrize("changed", [1, nodetable.BATCHED_ROWS - 1, nodetable.BATCHED_ROWS, 12])
+def test_a_refresh_of_few_or_many_rows_gives_every_column_what_its_nodes_say(changed: int) -> None:
+    # few changed rows are written value by value, many column by column (a float and a bool column here)
+    table = NodeTable(nodes(12))
+    view = table.view(table.nodes)
+    assert view.free_gpus.tolist() == [4.0] * 12 and view.nothing_releasing.all()
+    for i in range(changed):
+        n = table.nodes[11 - i]
+        n.idle.cpu, n.releasing.gpus, n.releasing.cpu = 10.0 * i, 1.0 + i, 1.0
+        table.mark(n)
+    view = table.view(table.nodes)
+    assert view.nothing_releasing.dtype == bool
+    assert view.free_gpus.tolist() == [n.free_gpus for n in table.nodes]
+    assert view.idle_cpu_millis.tolist() == [n.idle.cpu for n in table.nodes]
+    assert view.nothing_releasing.tolist() == [n.nothing_releasing for n in table.nodes]
+    assert view.nothing_releasing.tolist().count(False) == changed
+
+
 def test_a_view_held_past_a_change_reads_a_new_column_fresh() -> None:
     # an every-node view hands out the live read-only column at once only while no row waits
     # for a refresh: a view kept across a change must not read the column before its refresh
@@ -83,6 +101,19 @@ def test_a_subset_view_has_the_columns_of_its_nodes_in_its_order() -> None:
     view = table.view(subset)
     assert not view.every and view.idle_cpu_millis.tolist() == [5000.0, 2000.0]
     assert [n.name for n in view.nodes] == ["n4", "n1"] and view.node(1).name == "n1"
+
+
+def test_lists_that_grow_from_shrink_to_or_part_from_the_last_one_read_get_their_own_rows() -> None:
+    # the solver's feasible nodes grow a node at a time and shrink back: a list starting with the
+    # last one read (or with which it starts) takes its rows from it, and only then
+    table = NodeTable(nodes(8))
+    ns = table.nodes
+    lists = [[ns[5], ns[1]], [ns[5], ns[1], ns[7]], [ns[5], ns[1], ns[7], ns[0], ns[2]], [ns[5], ns[1], ns[7]],
+             [ns[5]], [ns[5], ns[3]], [ns[6], ns[3]], [ns[6], ns[3], ns[5]], [], [ns[4]], [ns[4], ns[4]]]
+    for made in lists:
+        view = table.view(list(made))
+        assert view.index.tolist() == [n.index for n in made]
+        assert view.idle_cpu_millis.tolist() == [n.idle.cpu for n in made]
 
 
 def test_a_new_list_that_reuses_a_dropped_lists_id_gets_its_own_view() -> None:
