@@ -42,6 +42,11 @@ from kaipolicy.framework.tasks import tasks_to_allocate
 #: tests compare both).
 REFUSALS_PROVEN = True
 
+#: Prove a refusal from victim jobs that each doom the scenario if they stay out and cannot all
+#: go back for want of whole GPUs (False: only the bounds that attribute what must stay out to
+#: the queues that refuse least; the tests compare both).
+DOOMED_TOGETHER = True
+
 #: The validator whose refusals can be proven, as the proportion plugin's rule file calls it.
 RECLAIMABLE = "reclaim.reclaimable"
 
@@ -124,7 +129,36 @@ class ReclaimRefusals:
             maybe, free = [], 0.0
         if not sure and not maybe:
             return False
-        return _RefusalBounds(self, scenario, sure, maybe, free).refused()
+        return _RefusalBounds(self, scenario, sure, maybe, free).refused() \
+            or (DOOMED_TOGETHER and self._doomed_together(scenario, sure, maybe, free))
+
+    def _doomed_together(self, scenario: AnyScenario, sure: list[Task], maybe: list[Task], free: float) -> bool:
+        """Refused when the victim jobs of `maybe` that each doom the scenario if they stay out
+        (the bounds refuse with that job's pods sure to stay evicted, whatever the others do)
+        cannot all go back: their whole GPUs together exceed `free`. A job goes back whole or not
+        at all, so one of them stays out. Asked from the largest job down, and only while the
+        jobs left could still push the sum past `free`."""
+        by_job: dict[str, list[Task]] = {}
+        for t in maybe:
+            by_job.setdefault(t.job, []).append(t)
+        wholes = {uid: sum(t.request.gpus for t in tasks if not t.request.is_shared and not t.request.mig)
+                  for uid, tasks in by_job.items()}
+        left = sum(wholes.values())
+        if left <= free:
+            return False
+        dooming = 0.0
+        for uid in sorted(by_job, key=lambda u: (-wholes[u], u)):
+            whole = wholes[uid]
+            if whole <= 0 or dooming + left <= free:
+                return False
+            left -= whole
+            rest = [t for t in maybe if t.job != uid]
+            if _RefusalBounds(self, scenario, [*sure, *by_job[uid]], rest, math.inf).refused():
+                dooming += whole
+                if dooming > free:
+                    self.ssn.tally["doomed together", self.ssn.action] += 1
+                    return True
+        return False
 
     def _record(self, how: str) -> None:
         """The refusal, counted as the validator counts its own, and how it was proven."""
