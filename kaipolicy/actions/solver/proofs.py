@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from functools import cached_property
 
 import numpy as np
 
@@ -313,6 +314,15 @@ class _RefusalBounds:
         self._queues = {q for _, q in [*self.sure, *self.maybe]}
         self._within: dict[str, set[str]] = {}
 
+    @cached_property
+    def _sure_amounts(self) -> list[tuple[str, Vec]]:
+        """Each sure pod's queue and what it gives up, read once (a bound sums them per subtree)."""
+        return [(q, accepted_quantities(t)) for t, q in self.sure]
+
+    @cached_property
+    def _all_amounts(self) -> list[tuple[str, Vec]]:
+        return [*self._sure_amounts, *((q, accepted_quantities(t)) for t, q in self.maybe)]
+
     def refused(self) -> bool:
         scenario = self.scenario
         for queue in dict.fromkeys(q for _, q in [*self.sure, *self.maybe]):
@@ -321,7 +331,7 @@ class _RefusalBounds:
         request = scenario.request
         own = {r for r in RESOURCES if request[r] > 0}
         for qs in _over_share(self.queues, scenario.preemptor.queue, request):
-            most = self._taken(qs.queue.uid, [*self.sure, *self.maybe])
+            most = self._taken(qs.queue.uid, self._all_amounts)
             mine = {r: qs.get("allocated")[r] - most[r] + request[r] for r in RESOURCES}
             for sib in self._siblings(qs):
                 least = self._least_taken(sib.queue.uid)
@@ -338,7 +348,7 @@ class _RefusalBounds:
 
     def _least_taken(self, uid: str) -> Vec | None:
         """What the queue's subtree surely gives up, or None when it may give up nothing."""
-        least = self._taken(uid, self.sure)
+        least = self._taken(uid, self._sure_amounts)
         within = self._queues_within(uid)
         outside = sum(t.request.gpus for t, q in self.maybe
                       if not t.request.is_shared and not t.request.mig and q not in within)
@@ -346,12 +356,12 @@ class _RefusalBounds:
         inside = any(q in within for _, q in self.sure)
         return least if inside or least["gpu"] > 0 else None
 
-    def _taken(self, uid: str, tasks: list[tuple[Task, str]]) -> Vec:
+    def _taken(self, uid: str, amounts: list[tuple[str, Vec]]) -> Vec:
         total = {r: 0.0 for r in RESOURCES}
         within = self._queues_within(uid)
-        for t, q in tasks:
+        for q, given in amounts:
             if q in within:
-                for r, v in accepted_quantities(t).items():
+                for r, v in given.items():
                     total[r] += v
         return total
 
