@@ -233,7 +233,7 @@ def placed_alike(task: Task) -> bool:
     """A preemptor pod that any placement leaves as it is: whole GPUs (no groups to keep), its
     grant already its request."""
     req = task.request
-    return not req.is_shared and not req.mig and task.accepted == req
+    return not req.is_shared and not req.mig and (task.accepted is req or task.accepted == req)
 
 
 def placed_back_alike(task: Task) -> bool:
@@ -243,6 +243,8 @@ def placed_back_alike(task: Task) -> bool:
     req, acc = task.request, task.accepted
     if acc is None or req.kind == RequestType.GPU_MEMORY or req.mig:
         return False
+    if acc is req:
+        return True     # (the usual case, asked for every victim of every bound)
     return acc.gpus_quota == req.gpus_quota and acc.cpu == req.cpu and acc.memory == req.memory \
         if req.kind == RequestType.FRACTION else acc == req
 
