@@ -64,6 +64,7 @@ SHORTCUTS = {
     "reclaim scenarios proven refused are not simulated": (proofs, "REFUSALS_PROVEN"),
     "a preemptor's placement proven, not run, where a refusal after it is certain": (placing, "PLACEMENTS_PROVEN"),
     "a refusal proven from victim jobs that each doom the scenario and cannot all go back": (proofs, "DOOMED_TOGETHER"),
+    "the refusal bounds asked before a provable scenario's turns": (proofs, "BOUNDS_BEFORE_TURNS"),
     "a run's fit masks and scores carried to its next pod": (placement, "SCORES_CARRIED"),
     "a job of one pod set and no topology placed without walking its sub-group tree": (placement, "FLAT_JOBS_DIRECT"),
     "a pod's order key kept when the task-order rules read only its fixed fields": (session, "TASK_KEYS_KEPT"),
@@ -250,10 +251,12 @@ def test_small_cuts_of_the_large_shape_decide_alike_with_the_shortcuts_off(nodes
 
 
 def test_small_cuts_of_the_large_shape_are_where_victims_doomed_together_prove_refusals() -> None:
-    # the comparison above means something for DOOMED_TOGETHER only if it proves refusals there
-    doomed = [simulate(scenario_from_doc(_small_large(*cut), "<test>"), default_bundle()).last.tally[
-        "doomed together", "reclaim"] for cut in SMALL_LARGE]
-    assert sum(n > 0 for n in doomed) >= 4
+    # the comparison above means something for DOOMED_TOGETHER and BOUNDS_BEFORE_TURNS only if
+    # they prove refusals there
+    tallies = [simulate(scenario_from_doc(_small_large(*cut), "<test>"), default_bundle()).last.tally
+               for cut in SMALL_LARGE]
+    assert sum(t["doomed together", "reclaim"] > 0 for t in tallies) >= 4
+    assert sum(t["proven from the bounds", "reclaim"] > 0 for t in tallies) >= 3
 
 
 @pytest.mark.parametrize("offset", range(6))

@@ -48,6 +48,11 @@ REFUSALS_PROVEN = True
 #: the queues that refuse least; the tests compare both).
 DOOMED_TOGETHER = True
 
+#: Ask the refusal bounds (and DOOMED_TOGETHER) before a provable scenario's simulation too, not
+#: only from the preemptor's turn on (False: only the protected-pods count before it; the tests
+#: compare both).
+BOUNDS_BEFORE_TURNS = True
+
 #: The validator whose refusals can be proven, as the proportion plugin's rule file calls it.
 RECLAIMABLE = "reclaim.reclaimable"
 
@@ -84,6 +89,13 @@ class ReclaimRefusals:
         if self.skip_reallocated:
             doomed = [t for t in evicted if t.status == Status.RELEASING and self._is_protected(scenario, jobs[t.job].queue)]
             proven = bool(doomed) and one_stays_evicted(self.ssn, nodes, preemptor, doomed)
+            if not proven and BOUNDS_BEFORE_TURNS:
+                # the bounds asked at the preemptor's turn, asked before any: every victim job
+                # still waits, and a placement of the preemptor would take its whole GPUs from
+                # those free now (the cluster only fills up from here, so they only widen)
+                taking = float(sum(t.request.gpus for t in preemptor))
+                proven = self._refused(scenario, nodes, evicted, {t.job for t in evicted}, taking)
+                self.ssn.tally["proven from the bounds", self.ssn.action] += proven
         else:   # every victim of the scenario counts, placed back or not
             proven = any(v.tasks and self._is_protected(scenario, v.job.queue) for v in scenario.victims)
         if proven:
