@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.apiserver import ApiServer
@@ -27,7 +28,9 @@ def test_the_bind_requests_equal_simulate_on_the_snapshot_pod_by_pod(
     assert len(simulated) == n_pods
     placed = {pod: t["node"] for pod, t in simulated.items() if t["status"] == "Binding"}
     assert 0 < len(placed) < n_pods       # over quota: not everything fits
-    assert {f"train-{i}" for i in range(4)} <= set(placed)     # the gang, whole
+    # the gang, whole (an intermittent CI failure once placed train-0 alone: the message shows what
+    # the snapshot held of the gang, to tell a snapshot that missed its PodGroup from an engine bug)
+    assert {f"train-{i}" for i in range(4)} <= set(placed), _gang_in_snapshot(tmp_path, simulated)
 
     scheduler = Scheduler(apiserver.kubeconfig, tmp_path / "run.log", ns, "--shard", p)
     try:
@@ -40,6 +43,15 @@ def test_the_bind_requests_equal_simulate_on_the_snapshot_pod_by_pod(
         _check_metrics(scheduler, p, len(placed))
     finally:
         assert scheduler.stop() == 0
+
+
+def _gang_in_snapshot(tmp_path: Path, simulated: dict[str, dict[str, Any]]) -> str:
+    """The snapshot's jobs holding a train pod, and what simulate made of those pods."""
+    doc = yaml.safe_load((tmp_path / "snapshot.yaml").read_text())
+    jobs = [{k: v for k, v in job.items() if k != "tasks"} | {"tasks": [t.get("name") for t in job.get("tasks") or []]}
+            for job in doc.get("jobs") or [] if any("train" in str(t.get("name")) for t in job.get("tasks") or [])]
+    tasks = {pod: t for pod, t in simulated.items() if pod.startswith("train")}
+    return f"snapshot jobs: {jobs}; simulated: {tasks}; problems: {doc.get('problems')}"
 
 
 def _pods(cluster: Cluster, ns: str) -> list[dict[str, Any]]:
