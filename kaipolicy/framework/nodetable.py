@@ -309,7 +309,8 @@ class NodeTable:
         over identities; reading each node's row is not."""
         n = len(nodes)
         rows = None
-        for last, last_rows in reversed(self._recent):
+        # (lists only: their slices compare element by element, nodes by identity)
+        for last, last_rows in reversed(self._recent if isinstance(nodes, list) else ()):
             k = len(last)
             if not k or not n or last[0] is not nodes[0]:
                 continue
@@ -322,9 +323,10 @@ class NodeTable:
                 break
         if rows is None:
             rows = np.fromiter((node.index for node in nodes), dtype=np.intp, count=n)
-        if len(self._recent) >= RECENT_LISTS:
-            del self._recent[0]
-        self._recent.append((nodes, rows))
+        if isinstance(nodes, list):
+            if len(self._recent) >= RECENT_LISTS:
+                del self._recent[0]
+            self._recent.append((nodes, rows))
         return rows
 
     def whole(self) -> NodeVector:

@@ -114,6 +114,7 @@ def test_lists_that_grow_from_shrink_to_or_part_from_the_last_one_read_get_their
         view = table.view(list(made))
         assert view.index.tolist() == [n.index for n in made]
         assert view.idle_cpu_millis.tolist() == [n.idle.cpu for n in made]
+        assert table.view(tuple(made)).index.tolist() == [n.index for n in made]   # any sequence
 
 
 def test_a_new_list_that_reuses_a_dropped_lists_id_gets_its_own_view() -> None:
