@@ -131,10 +131,11 @@ class ReclaimRefusals:
         if victim_pending(ssn, victims):
             return False
         evicted = [t for t in victims if t.status == Status.RELEASING]
+        given: dict[str, Vec] = {}     # what each pod gives up, read once for every bound below
         if self.skip_reallocated:
             if not all(placed_back_alike(t) for t in evicted if t.job in waiting):
                 return False
-            if not evicted or not self._may_refuse(scenario, evicted):
+            if not evicted or not self._may_refuse(scenario, evicted, given):
                 return False
             sure, maybe, free = self._left_evicted(nodes, evicted, waiting, taking)
         else:   # every victim of the scenario counts, placed back or not
@@ -142,10 +143,11 @@ class ReclaimRefusals:
             maybe, free = [], 0.0
         if not sure and not maybe:
             return False
-        return _RefusalBounds(self, scenario, sure, maybe, free).refused() \
-            or (DOOMED_TOGETHER and self._doomed_together(scenario, sure, maybe, free))
+        return _RefusalBounds(self, scenario, sure, maybe, free, given).refused() \
+            or (DOOMED_TOGETHER and self._doomed_together(scenario, sure, maybe, free, given))
 
-    def _doomed_together(self, scenario: AnyScenario, sure: list[Task], maybe: list[Task], free: float) -> bool:
+    def _doomed_together(self, scenario: AnyScenario, sure: list[Task], maybe: list[Task], free: float,
+                         given: dict[str, Vec] | None = None) -> bool:
         """Refused when the victim jobs of `maybe` that each doom the scenario if they stay out
         (the bounds refuse with that job's pods sure to stay evicted, whatever the others do)
         cannot all go back: their whole GPUs together exceed `free`. A job goes back whole or not
@@ -166,7 +168,7 @@ class ReclaimRefusals:
                 return False
             left -= whole
             rest = [t for t in maybe if t.job != uid]
-            if _RefusalBounds(self, scenario, [*sure, *by_job[uid]], rest, math.inf).refused():
+            if _RefusalBounds(self, scenario, [*sure, *by_job[uid]], rest, math.inf, given).refused():
                 dooming += whole
                 if dooming > free:
                     self.ssn.tally["doomed together", self.ssn.action] += 1
@@ -181,11 +183,11 @@ class ReclaimRefusals:
             ssn.coverage.hit(self.label)
         ssn.tally[how, ssn.action] += 1
 
-    def _may_refuse(self, scenario: AnyScenario, evicted: list[Task]) -> bool:
+    def _may_refuse(self, scenario: AnyScenario, evicted: list[Task], given: dict[str, Vec] | None = None) -> bool:
         """Refused when every evicted pod stays out, the bounds' worst case: each queue gives up
         the most it can (the saturation check fails more, the more a sibling gives up, and is asked
         of more resources). A cheap test before the fit masks of `_left_evicted`."""
-        return _RefusalBounds(self, scenario, evicted, [], 0.0).refused()
+        return _RefusalBounds(self, scenario, evicted, [], 0.0, given).refused()
 
     def _left_evicted(self, nodes: Sequence[Node], evicted: list[Task], waiting: Collection[str],
                       taking: float = 0.0) -> tuple[list[Task], list[Task], float]:
@@ -215,10 +217,11 @@ class ReclaimRefusals:
                 maybe += tasks
         return sure, maybe, free
 
-    def _is_protected(self, scenario: AnyScenario, queue: str) -> bool:
-        """Neither chunk strategy holds for the queue's first chunk (taken at its full allocation)."""
+    def _is_protected(self, scenario: AnyScenario, queue: str, request_key: tuple[float, ...] | None = None) -> bool:
+        """Neither chunk strategy holds for the queue's first chunk (taken at its full allocation).
+        `request_key`: the scenario's request as `request_key()` gives it, when the caller has it."""
         request = scenario.request
-        key = (queue, tuple(request[r] for r in sorted(request)))
+        key = (queue, request_key if request_key is not None else request_key_of(request))
         known = self._protected.get(key)
         if known is None:
             queues = scenario.start_shares or self.ssn.shares.queues
@@ -229,6 +232,10 @@ class ReclaimRefusals:
                 known = not fits_strategy(request, reclaimer, reclaimee, reclaimee.get("allocated"))
             self._protected[key] = known
         return known
+
+
+def request_key_of(request: dict[str, float]) -> tuple[float, ...]:
+    return tuple(request[r] for r in sorted(request))
 
 
 def victim_pending(ssn: Session, victims: Sequence[Task]) -> bool:
@@ -316,31 +323,46 @@ class _RefusalBounds:
     most the reclaimer's own branch could give (the saturation multiplier taken as 1, its least)."""
 
     def __init__(self, proof: ReclaimRefusals, scenario: AnyScenario, sure: list[Task], maybe: list[Task],
-                 free: float) -> None:
+                 free: float, given: dict[str, Vec] | None = None) -> None:
+        """`given`: what pods give up, by uid, shared by the bounds of one proof (none changes
+        while it is asked)."""
         self.proof, self.scenario = proof, scenario
         self.queues = scenario.start_shares or proof.ssn.shares.queues
         jobs = proof.ssn.cluster.jobs
         self.sure = [(t, jobs[t.job].queue) for t in sure]
         self.maybe = [(t, jobs[t.job].queue) for t in maybe]
-        whole = [t.request.gpus for t, _ in self.maybe if not t.request.is_shared and not t.request.mig]
-        self.must_stay = max(0.0, sum(whole) - free)     # whole GPUs among `maybe` that cannot all go back
+        # whole GPUs among `maybe` by queue (counts of devices: their sums are exact in any order)
+        self._whole: dict[str, float] = {}
+        for t, q in self.maybe:
+            if not t.request.is_shared and not t.request.mig:
+                self._whole[q] = self._whole.get(q, 0.0) + t.request.gpus
+        self._whole_total = sum(self._whole.values())
+        self.must_stay = max(0.0, self._whole_total - free)     # whole GPUs among `maybe` that cannot all go back
+        self._given = {} if given is None else given
+        self._request_key = request_key_of(scenario.request)
         self._paths: dict[str, set[str]] = {}
         self._queues = {q for _, q in [*self.sure, *self.maybe]}
         self._within: dict[str, set[str]] = {}
 
+    def _gives(self, t: Task) -> Vec:
+        given = self._given.get(t.uid)
+        if given is None:
+            given = self._given[t.uid] = accepted_quantities(t)
+        return given
+
     @cached_property
     def _sure_amounts(self) -> list[tuple[str, Vec]]:
         """Each sure pod's queue and what it gives up, read once (a bound sums them per subtree)."""
-        return [(q, accepted_quantities(t)) for t, q in self.sure]
+        return [(q, self._gives(t)) for t, q in self.sure]
 
     @cached_property
     def _all_amounts(self) -> list[tuple[str, Vec]]:
-        return [*self._sure_amounts, *((q, accepted_quantities(t)) for t, q in self.maybe)]
+        return [*self._sure_amounts, *((q, self._gives(t)) for t, q in self.maybe)]
 
     def refused(self) -> bool:
         scenario = self.scenario
         for queue in dict.fromkeys(q for _, q in [*self.sure, *self.maybe]):
-            if self.proof._is_protected(scenario, queue) and self._least_taken(queue) is not None:
+            if self.proof._is_protected(scenario, queue, self._request_key) and self._least_taken(queue) is not None:
                 return True
         request = scenario.request
         own = {r for r in RESOURCES if request[r] > 0}
@@ -364,8 +386,7 @@ class _RefusalBounds:
         """What the queue's subtree surely gives up, or None when it may give up nothing."""
         least = self._taken(uid, self._sure_amounts)
         within = self._queues_within(uid)
-        outside = sum(t.request.gpus for t, q in self.maybe
-                      if not t.request.is_shared and not t.request.mig and q not in within)
+        outside = self._whole_total - sum(self._whole.get(q, 0.0) for q in within)
         least["gpu"] += max(0.0, self.must_stay - outside)
         inside = any(q in within for _, q in self.sure)
         return least if inside or least["gpu"] > 0 else None
