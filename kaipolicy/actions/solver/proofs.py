@@ -65,6 +65,7 @@ class ReclaimRefusals:
         self.label = label
         self.skip_reallocated = bool(ssn.params.allow_consolidating_reclaim)
         self._protected: dict[tuple[str, tuple[float, ...]], bool] = {}
+        self._siblings: dict[str, tuple[dict[str, QueueShare], list[QueueShare]]] = {}   # see _RefusalBounds
 
     @staticmethod
     def for_session(ssn: Session) -> ReclaimRefusals | None:
@@ -380,12 +381,19 @@ class _RefusalBounds:
         return False
 
     def _siblings(self, qs: QueueShare) -> list[QueueShare]:
-        return [q for q in self.queues.values() if q.queue.parent == qs.queue.parent and q is not qs]
+        """The queue's siblings, worked out once per proof and queue table (the tree is fixed)."""
+        kept = self.proof._siblings.get(qs.queue.uid)
+        if kept is None or kept[0] is not self.queues:
+            kept = self.proof._siblings[qs.queue.uid] = (self.queues, [
+                q for q in self.queues.values() if q.queue.parent == qs.queue.parent and q is not qs])
+        return kept[1]
 
     def _least_taken(self, uid: str) -> Vec | None:
         """What the queue's subtree surely gives up, or None when it may give up nothing."""
-        least = self._taken(uid, self._sure_amounts)
         within = self._queues_within(uid)
+        if not within and self.must_stay <= self._whole_total:
+            return None     # no pod of the bounds is there, and what must stay out can stay elsewhere
+        least = self._taken(uid, self._sure_amounts)
         outside = self._whole_total - sum(self._whole.get(q, 0.0) for q in within)
         least["gpu"] += max(0.0, self.must_stay - outside)
         inside = any(q in within for _, q in self.sure)
