@@ -94,8 +94,10 @@ class ReclaimRefusals:
                 # the bounds asked at the preemptor's turn, asked before any: every victim job
                 # still waits, and a placement of the preemptor would take its whole GPUs from
                 # those free now (the cluster only fills up from here, so they only widen)
+                # (no victim has pending pods and every one is placed back alike: asked above)
                 taking = float(sum(t.request.gpus for t in preemptor))
-                proven = self._refused(scenario, nodes, evicted, {t.job for t in evicted}, taking)
+                released = [t for t in evicted if t.status == Status.RELEASING]
+                proven = self._bounded(scenario, nodes, released, {t.job for t in evicted}, taking)
                 self.ssn.tally["proven from the bounds", self.ssn.action] += proven
         else:   # every victim of the scenario counts, placed back or not
             proven = any(v.tasks and self._is_protected(scenario, v.job.queue) for v in scenario.victims)
@@ -128,14 +130,18 @@ class ReclaimRefusals:
 
     def _refused(self, scenario: AnyScenario, nodes: Sequence[Node], victims: Sequence[Task],
                  waiting: Collection[str], taking: float) -> bool:
-        ssn = self.ssn
-        if victim_pending(ssn, victims):
+        if victim_pending(self.ssn, victims):
             return False
         evicted = [t for t in victims if t.status == Status.RELEASING]
+        if self.skip_reallocated and not all(placed_back_alike(t) for t in evicted if t.job in waiting):
+            return False
+        return self._bounded(scenario, nodes, evicted, waiting, taking)
+
+    def _bounded(self, scenario: AnyScenario, nodes: Sequence[Node], evicted: list[Task],
+                 waiting: Collection[str], taking: float) -> bool:
+        """_refused once its callers' conditions hold: `evicted`, the victims' pods still evicted."""
         given: dict[str, Vec] = {}     # what each pod gives up, read once for every bound below
         if self.skip_reallocated:
-            if not all(placed_back_alike(t) for t in evicted if t.job in waiting):
-                return False
             if not evicted or not self._may_refuse(scenario, evicted, given):
                 return False
             sure, maybe, free = self._left_evicted(nodes, evicted, waiting, taking)
@@ -148,7 +154,7 @@ class ReclaimRefusals:
             or (DOOMED_TOGETHER and self._doomed_together(scenario, sure, maybe, free, given))
 
     def _doomed_together(self, scenario: AnyScenario, sure: list[Task], maybe: list[Task], free: float,
-                         given: dict[str, Vec] | None = None) -> bool:
+                         given: dict[str, Vec]) -> bool:
         """Refused when the victim jobs of `maybe` that each doom the scenario if they stay out
         (the bounds refuse with that job's pods sure to stay evicted, whatever the others do)
         cannot all go back: their whole GPUs together exceed `free`. A job goes back whole or not
@@ -157,8 +163,7 @@ class ReclaimRefusals:
         by_job: dict[str, list[Task]] = {}
         for t in maybe:
             by_job.setdefault(t.job, []).append(t)
-        wholes = {uid: sum(t.request.gpus for t in tasks if not t.request.is_shared and not t.request.mig)
-                  for uid, tasks in by_job.items()}
+        wholes = {uid: whole_gpus(tasks) for uid, tasks in by_job.items()}
         left = sum(wholes.values())
         if left <= free:
             return False
@@ -209,7 +214,7 @@ class ReclaimRefusals:
                 sure += tasks
                 continue
             placing = tasks_to_allocate(ssn, ssn.cluster.jobs[uid], False)
-            whole = sum(t.request.gpus for t in placing if not t.request.is_shared and not t.request.mig)
+            whole = whole_gpus(placing)
             # a pod's fit reads only its request: one pod per request is asked
             alike = {t.request: t for t in placing}.values()
             if whole > free or any(not fits_mask(view, t, with_releasing=True).any() for t in alike):
@@ -220,7 +225,7 @@ class ReclaimRefusals:
 
     def _is_protected(self, scenario: AnyScenario, queue: str, request_key: tuple[float, ...] | None = None) -> bool:
         """Neither chunk strategy holds for the queue's first chunk (taken at its full allocation).
-        `request_key`: the scenario's request as `request_key()` gives it, when the caller has it."""
+        `request_key`: the scenario's request as `request_key_of` gives it, when the caller has it."""
         request = scenario.request
         key = (queue, request_key if request_key is not None else request_key_of(request))
         known = self._protected.get(key)
@@ -237,6 +242,11 @@ class ReclaimRefusals:
 
 def request_key_of(request: dict[str, float]) -> tuple[float, ...]:
     return tuple(request[r] for r in sorted(request))
+
+
+def whole_gpus(tasks: Collection[Task]) -> float:
+    """The whole devices the pods ask for (shared and MIG requests left out)."""
+    return sum(t.request.gpus for t in tasks if not t.request.is_shared and not t.request.mig)
 
 
 def victim_pending(ssn: Session, victims: Sequence[Task]) -> bool:
