@@ -65,6 +65,7 @@ SHORTCUTS = {
     "a preemptor's placement proven, not run, where a refusal after it is certain": (placing, "PLACEMENTS_PROVEN"),
     "a refusal proven from victim jobs that each doom the scenario and cannot all go back": (proofs, "DOOMED_TOGETHER"),
     "the refusal bounds asked before a provable scenario's turns": (proofs, "BOUNDS_BEFORE_TURNS"),
+    "a victim job's pods one part of the refusal bounds where their sums are exact": (proofs, "PARTS_BY_JOB"),
     "a run's fit masks and scores carried to its next pod": (placement, "SCORES_CARRIED"),
     "a job of one pod set and no topology placed without walking its sub-group tree": (placement, "FLAT_JOBS_DIRECT"),
     "a pod's order key kept when the task-order rules read only its fixed fields": (session, "TASK_KEYS_KEPT"),

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from functools import cached_property
+from dataclasses import dataclass
 
 import numpy as np
 
 from kaipolicy.actions.solver.scenario import AnyScenario
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES
-from kaipolicy.api.resources import RequestType
+from kaipolicy.api.resources import Request, RequestType
 from kaipolicy.api.task import Status, Task
-from kaipolicy.builtins.fairshare import QueueShare, Vec, accepted_quantities
+from kaipolicy.builtins.fairshare import QueueShare, Vec, request_quantities
 from kaipolicy.builtins.reclaimable import (
     fits_strategy,
     leveled_queues,
@@ -88,7 +88,10 @@ class ReclaimRefusals:
         if not all(map(placed_alike, preemptor)) or not all(map(placed_back_alike, evicted)):
             return False
         if self.skip_reallocated:
-            doomed = [t for t in evicted if t.status == Status.RELEASING and self._is_protected(scenario, jobs[t.job].queue)]
+            released = [t for t in evicted if t.status == Status.RELEASING]
+            key = request_key_of(scenario.request)
+            protected = {q: self._is_protected(scenario, q, key) for q in {jobs[t.job].queue for t in released}}
+            doomed = [t for t in released if protected[jobs[t.job].queue]]
             proven = bool(doomed) and one_stays_evicted(self.ssn, nodes, preemptor, doomed)
             if not proven and BOUNDS_BEFORE_TURNS:
                 # the bounds asked at the preemptor's turn, asked before any: every victim job
@@ -96,7 +99,6 @@ class ReclaimRefusals:
                 # those free now (the cluster only fills up from here, so they only widen)
                 # (no victim has pending pods and every one is placed back alike: asked above)
                 taking = float(sum(t.request.gpus for t in preemptor))
-                released = [t for t in evicted if t.status == Status.RELEASING]
                 proven = self._bounded(scenario, nodes, released, {t.job for t in evicted}, taking)
                 self.ssn.tally["proven from the bounds", self.ssn.action] += proven
         else:   # every victim of the scenario counts, placed back or not
@@ -140,30 +142,56 @@ class ReclaimRefusals:
     def _bounded(self, scenario: AnyScenario, nodes: Sequence[Node], evicted: list[Task],
                  waiting: Collection[str], taking: float) -> bool:
         """_refused once its callers' conditions hold: `evicted`, the victims' pods still evicted."""
-        given: dict[str, Vec] = {}     # what each pod gives up, read once for every bound below
         if self.skip_reallocated:
-            if not evicted or not self._may_refuse(scenario, evicted, given):
+            if not evicted:
                 return False
-            sure, maybe, free = self._left_evicted(nodes, evicted, waiting, taking)
+            parts = self._parts(evicted)    # what the pods give up, read once for every bound below
+            if not self._may_refuse(scenario, parts):
+                return False
+            sure, maybe, free = self._left_evicted(nodes, parts, waiting, taking)
         else:   # every victim of the scenario counts, placed back or not
-            sure = [t for v in scenario.victims for t in v.tasks]
+            sure = self._parts([t for v in scenario.victims for t in v.tasks])
             maybe, free = [], 0.0
         if not sure and not maybe:
             return False
-        return _RefusalBounds(self, scenario, sure, maybe, free, given).refused() \
-            or (DOOMED_TOGETHER and self._doomed_together(scenario, sure, maybe, free, given))
+        return _RefusalBounds(self, scenario, sure, maybe, free).refused() \
+            or (DOOMED_TOGETHER and self._doomed_together(scenario, sure, maybe, free))
 
-    def _doomed_together(self, scenario: AnyScenario, sure: list[Task], maybe: list[Task], free: float,
-                         given: dict[str, Vec]) -> bool:
+    def _parts(self, tasks: Sequence[Task]) -> list[_Part]:
+        """The pods as the bounds count them: one part per victim job when every amount they give
+        up is a whole number and their sums stay below 2**53 (every partial sum is then exact,
+        so a job's pods added up first give the same totals in any order), else one part per
+        pod, added up in the pods' order (see PARTS_BY_JOB)."""
+        jobs = self.ssn.cluster.jobs
+        grants = [t.accepted or t.request for t in tasks]
+        if PARTS_BY_JOB and all(map(_whole_amounts, set(grants))):
+            by_job: dict[str, _Part] = {}
+            cpu = memory = gpu = 0.0
+            for t, g in zip(tasks, grants):
+                part = by_job.get(t.job)
+                if part is None:
+                    part = by_job[t.job] = _Part(t.job, jobs[t.job].queue, [], {r: 0.0 for r in RESOURCES}, 0.0)
+                part.tasks.append(t)
+                gives = part.gives
+                gives["cpu"] += g.cpu
+                gives["memory"] += g.memory
+                gives["gpu"] += g.gpus_quota
+                part.whole += _whole_gpus(t)
+                cpu, memory, gpu = cpu + abs(g.cpu), memory + abs(g.memory), gpu + abs(g.gpus_quota)
+            if max(cpu, memory, gpu) < EXACT_BELOW:
+                return list(by_job.values())
+        return [_Part(t.job, jobs[t.job].queue, [t], request_quantities(g), _whole_gpus(t)) for t, g in zip(tasks, grants)]
+
+    def _doomed_together(self, scenario: AnyScenario, sure: list[_Part], maybe: list[_Part], free: float) -> bool:
         """Refused when the victim jobs of `maybe` that each doom the scenario if they stay out
         (the bounds refuse with that job's pods sure to stay evicted, whatever the others do)
         cannot all go back: their whole GPUs together exceed `free`. A job goes back whole or not
         at all, so one of them stays out. Asked from the largest job down, and only while the
         jobs left could still push the sum past `free`."""
-        by_job: dict[str, list[Task]] = {}
-        for t in maybe:
-            by_job.setdefault(t.job, []).append(t)
-        wholes = {uid: whole_gpus(tasks) for uid, tasks in by_job.items()}
+        by_job: dict[str, list[_Part]] = {}
+        for p in maybe:
+            by_job.setdefault(p.job, []).append(p)
+        wholes = {uid: sum(p.whole for p in parts) for uid, parts in by_job.items()}
         left = sum(wholes.values())
         if left <= free:
             return False
@@ -173,8 +201,8 @@ class ReclaimRefusals:
             if whole <= 0 or dooming + left <= free:
                 return False
             left -= whole
-            rest = [t for t in maybe if t.job != uid]
-            if _RefusalBounds(self, scenario, [*sure, *by_job[uid]], rest, math.inf, given).refused():
+            rest = [p for p in maybe if p.job != uid]
+            if _RefusalBounds(self, scenario, [*sure, *by_job[uid]], rest, math.inf).refused():
                 dooming += whole
                 if dooming > free:
                     self.ssn.tally["doomed together", self.ssn.action] += 1
@@ -189,14 +217,14 @@ class ReclaimRefusals:
             ssn.coverage.hit(self.label)
         ssn.tally[how, ssn.action] += 1
 
-    def _may_refuse(self, scenario: AnyScenario, evicted: list[Task], given: dict[str, Vec] | None = None) -> bool:
+    def _may_refuse(self, scenario: AnyScenario, evicted: list[_Part]) -> bool:
         """Refused when every evicted pod stays out, the bounds' worst case: each queue gives up
         the most it can (the saturation check fails more, the more a sibling gives up, and is asked
         of more resources). A cheap test before the fit masks of `_left_evicted`."""
-        return _RefusalBounds(self, scenario, evicted, [], 0.0, given).refused()
+        return _RefusalBounds(self, scenario, evicted, [], 0.0).refused()
 
-    def _left_evicted(self, nodes: Sequence[Node], evicted: list[Task], waiting: Collection[str],
-                      taking: float = 0.0) -> tuple[list[Task], list[Task], float]:
+    def _left_evicted(self, nodes: Sequence[Node], evicted: list[_Part], waiting: Collection[str],
+                      taking: float = 0.0) -> tuple[list[_Part], list[_Part], float]:
         """The evicted pods sure to stay evicted, those that may go back, and the whole GPUs left
         free on the nodes. A victim job goes back whole or not at all (its gang, pod set by pod
         set, as allocate_job places it): it stays out when its turn has passed, or when a pod it
@@ -204,23 +232,23 @@ class ReclaimRefusals:
         ssn = self.ssn
         view = ssn.table.view(nodes)
         free = float(np.floor(view.free_gpus + 1e-9).sum()) - taking
-        by_job: dict[str, list[Task]] = {}
-        for t in evicted:
-            by_job.setdefault(t.job, []).append(t)
-        sure: list[Task] = []
-        maybe: list[Task] = []
-        for uid, tasks in by_job.items():
+        by_job: dict[str, list[_Part]] = {}
+        for p in evicted:
+            by_job.setdefault(p.job, []).append(p)
+        sure: list[_Part] = []
+        maybe: list[_Part] = []
+        for uid, parts in by_job.items():
             if uid not in waiting:
-                sure += tasks
+                sure += parts
                 continue
             placing = tasks_to_allocate(ssn, ssn.cluster.jobs[uid], False)
             whole = whole_gpus(placing)
             # a pod's fit reads only its request: one pod per request is asked
             alike = {t.request: t for t in placing}.values()
             if whole > free or any(not fits_mask(view, t, with_releasing=True).any() for t in alike):
-                sure += tasks
+                sure += parts
             else:
-                maybe += tasks
+                maybe += parts
         return sure, maybe, free
 
     def _is_protected(self, scenario: AnyScenario, queue: str, request_key: tuple[float, ...] | None = None) -> bool:
@@ -246,7 +274,38 @@ def request_key_of(request: dict[str, float]) -> tuple[float, ...]:
 
 def whole_gpus(tasks: Collection[Task]) -> float:
     """The whole devices the pods ask for (shared and MIG requests left out)."""
-    return sum(t.request.gpus for t in tasks if not t.request.is_shared and not t.request.mig)
+    return sum(map(_whole_gpus, tasks))
+
+
+def _whole_gpus(t: Task) -> float:
+    req = t.request
+    return 0.0 if req.is_shared or req.mig else req.gpus
+
+
+#: Count a victim job's pods in the refusal bounds as one part, their amounts added up first,
+#: where that gives the same sums (False: one part per pod; the tests compare both). See
+#: ReclaimRefusals._parts.
+PARTS_BY_JOB = True
+
+#: Whole numbers whose absolute values add up to less than this are added exactly in any order.
+EXACT_BELOW = 2.0**53
+
+
+def _whole_amounts(grant: Request) -> bool:
+    """What a pod with this grant gives up is whole numbers (CPU millis, bytes, devices)."""
+    return float(grant.cpu).is_integer() and float(grant.memory).is_integer() and float(grant.gpus_quota).is_integer()
+
+
+@dataclass(slots=True)
+class _Part:
+    """Evicted pods of one victim job that the refusal bounds count together: the job's queue,
+    what the pods give up added up, and the whole GPUs they ask for."""
+
+    job: str
+    queue: str
+    tasks: list[Task]
+    gives: Vec
+    whole: float
 
 
 def victim_pending(ssn: Session, victims: Sequence[Task]) -> bool:
@@ -331,54 +390,35 @@ class _RefusalBounds:
     evicted; of `maybe` pods any may go back, but the whole-GPU ones together at most `free`
     GPUs. Refused when a protected queue surely gives up a pod, or when the reclaimer's
     saturation check fails against a sibling with what that sibling surely gives up and the
-    most the reclaimer's own branch could give (the saturation multiplier taken as 1, its least)."""
+    most the reclaimer's own branch could give (the saturation multiplier taken as 1, its least).
+    The pods come in parts (ReclaimRefusals._parts): a part is all sure or all maybe."""
 
-    def __init__(self, proof: ReclaimRefusals, scenario: AnyScenario, sure: list[Task], maybe: list[Task],
-                 free: float, given: dict[str, Vec] | None = None) -> None:
-        """`given`: what pods give up, by uid, shared by the bounds of one proof (none changes
-        while it is asked)."""
+    def __init__(self, proof: ReclaimRefusals, scenario: AnyScenario, sure: list[_Part], maybe: list[_Part],
+                 free: float) -> None:
         self.proof, self.scenario = proof, scenario
         self.queues = scenario.start_shares or proof.ssn.shares.queues
-        jobs = proof.ssn.cluster.jobs
-        self.sure = [(t, jobs[t.job].queue) for t in sure]
-        self.maybe = [(t, jobs[t.job].queue) for t in maybe]
+        self.sure, self.maybe = sure, maybe
         # whole GPUs among `maybe` by queue (counts of devices: their sums are exact in any order)
         self._whole: dict[str, float] = {}
-        for t, q in self.maybe:
-            if not t.request.is_shared and not t.request.mig:
-                self._whole[q] = self._whole.get(q, 0.0) + t.request.gpus
+        for p in maybe:
+            self._whole[p.queue] = self._whole.get(p.queue, 0.0) + p.whole
         self._whole_total = sum(self._whole.values())
         self.must_stay = max(0.0, self._whole_total - free)     # whole GPUs among `maybe` that cannot all go back
-        self._given = {} if given is None else given
         self._request_key = request_key_of(scenario.request)
         self._paths: dict[str, set[str]] = {}
-        self._queues = {q for _, q in [*self.sure, *self.maybe]}
+        self._queues = {p.queue for p in [*sure, *maybe]}
+        self._sure_queues = {p.queue for p in sure}
         self._within: dict[str, set[str]] = {}
-
-    def _gives(self, t: Task) -> Vec:
-        given = self._given.get(t.uid)
-        if given is None:
-            given = self._given[t.uid] = accepted_quantities(t)
-        return given
-
-    @cached_property
-    def _sure_amounts(self) -> list[tuple[str, Vec]]:
-        """Each sure pod's queue and what it gives up, read once (a bound sums them per subtree)."""
-        return [(q, self._gives(t)) for t, q in self.sure]
-
-    @cached_property
-    def _all_amounts(self) -> list[tuple[str, Vec]]:
-        return [*self._sure_amounts, *((q, self._gives(t)) for t, q in self.maybe)]
 
     def refused(self) -> bool:
         scenario = self.scenario
-        for queue in dict.fromkeys(q for _, q in [*self.sure, *self.maybe]):
+        for queue in dict.fromkeys(p.queue for p in [*self.sure, *self.maybe]):
             if self.proof._is_protected(scenario, queue, self._request_key) and self._least_taken(queue) is not None:
                 return True
         request = scenario.request
         own = {r for r in RESOURCES if request[r] > 0}
         for qs in _over_share(self.queues, scenario.preemptor.queue, request):
-            most = self._taken(qs.queue.uid, self._all_amounts)
+            most = self._taken(qs.queue.uid, self.sure, self.maybe)
             mine = {r: qs.get("allocated")[r] - most[r] + request[r] for r in RESOURCES}
             for sib in self._siblings(qs):
                 least = self._least_taken(sib.queue.uid)
@@ -403,19 +443,21 @@ class _RefusalBounds:
         within = self._queues_within(uid)
         if not within and self.must_stay <= self._whole_total:
             return None     # no pod of the bounds is there, and what must stay out can stay elsewhere
-        least = self._taken(uid, self._sure_amounts)
+        least = self._taken(uid, self.sure)
         outside = self._whole_total - sum(self._whole.get(q, 0.0) for q in within)
         least["gpu"] += max(0.0, self.must_stay - outside)
-        inside = any(q in within for _, q in self.sure)
+        inside = not self._sure_queues.isdisjoint(within)
         return least if inside or least["gpu"] > 0 else None
 
-    def _taken(self, uid: str, amounts: list[tuple[str, Vec]]) -> Vec:
+    def _taken(self, uid: str, *parts: list[_Part]) -> Vec:
+        """What the parts in the queue's subtree give up, added up in their order."""
         total = {r: 0.0 for r in RESOURCES}
         within = self._queues_within(uid)
-        for q, given in amounts:
-            if q in within:
-                for r, v in given.items():
-                    total[r] += v
+        for each in parts:
+            for p in each:
+                if p.queue in within:
+                    for r, v in p.gives.items():
+                        total[r] += v
         return total
 
     def _queues_within(self, uid: str) -> set[str]:

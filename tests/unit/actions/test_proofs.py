@@ -18,6 +18,7 @@ from kaipolicy.framework.tasks import init_request_quantities, tasks_to_allocate
 from kaipolicy.simulate import simulate, without_timings
 from tests.fuzz import reclaim_pressure
 from tests.scenarios.shared import default_bundle
+from tests.scenarios.test_eviction_shortcuts import SMALL_LARGE, _small_large
 from tests.unit.helpers import job, node, scenario
 
 HALF = {"gpus": 0.4, "cpuMillis": 1000, "memoryBytes": 10**9}   # two leave a fifth of the device idle
@@ -155,8 +156,8 @@ def test_the_bounds_refuse_most_when_every_evicted_pod_stays_out(monkeypatch: An
     def refused(self: Any) -> bool:
         got = original(self)
         if got and self.maybe:
-            tasks = [t for t, _ in [*self.sure, *self.maybe]]
-            asked.append(original(proofs._RefusalBounds(self.proof, self.scenario, tasks, [], 0.0)))
+            parts = [*self.sure, *self.maybe]
+            asked.append(original(proofs._RefusalBounds(self.proof, self.scenario, parts, [], 0.0)))
         return got
 
     monkeypatch.setattr(proofs._RefusalBounds, "refused", refused)
@@ -164,3 +165,50 @@ def test_the_bounds_refuse_most_when_every_evicted_pod_stays_out(monkeypatch: An
     for seed in range(100):
         simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
     assert len(asked) >= 5 and all(asked)
+
+
+def test_a_victim_job_is_one_part_of_the_bounds_only_where_its_amounts_add_up_exactly() -> None:
+    ssn, proof, _, gang = _preemptor_placed(free_gpus=0)
+    parts = proof._parts(gang)
+    # whole numbers: the gang's four pods are one part, their amounts added up
+    assert [(p.job, len(p.tasks), p.gives, p.whole) for p in parts] == [
+        ("gang", 4, {"cpu": 4000.0, "memory": 4.0 * 10**9, "gpu": 4.0}, 4.0)]
+    ssn, halves = _evicted(free_elsewhere=False)
+    proof = proofs.ReclaimRefusals.for_session(ssn)
+    assert proof is not None
+    # a fraction of a device (0.4) is not a whole number: one part per pod, as before
+    parts = proof._parts(halves)
+    assert [(p.job, len(p.tasks), p.gives["gpu"], p.whole) for p in parts] == [("half0", 1, 0.4, 0.0),
+                                                                              ("half1", 1, 0.4, 0.0)]
+
+
+def test_whole_amounts_too_large_to_add_up_exactly_stay_one_part_per_pod(monkeypatch: Any) -> None:
+    _, proof, _, gang = _preemptor_placed(free_gpus=0)
+    monkeypatch.setattr(proofs, "EXACT_BELOW", 4.0 * 10**9)    # the gang's memory adds up to that
+    assert [len(p.tasks) for p in proof._parts(gang)] == [1, 1, 1, 1]
+    monkeypatch.setattr(proofs, "EXACT_BELOW", 4.0 * 10**9 + 1)
+    assert [len(p.tasks) for p in proof._parts(gang)] == [4]
+
+
+def test_the_bounds_decide_alike_with_a_part_per_job_and_a_part_per_pod(monkeypatch: Any) -> None:
+    # every bounds check the clusters under reclaim pressure and small cuts of the large shape
+    # ask, asked again with one part per pod: the same verdict each time
+    asked: list[tuple[bool, bool]] = []
+    original = proofs.ReclaimRefusals._bounded
+
+    def bounded(self: Any, *args: Any) -> bool:
+        got = original(self, *args)
+        monkeypatch.setattr(proofs, "PARTS_BY_JOB", False)
+        try:
+            asked.append((got, original(self, *args)))
+        finally:
+            monkeypatch.setattr(proofs, "PARTS_BY_JOB", True)
+        return got
+
+    monkeypatch.setattr(proofs.ReclaimRefusals, "_bounded", bounded)
+    for seed in range(60):
+        simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle())
+    for cut in SMALL_LARGE[:3]:
+        simulate(scenario_from_doc(_small_large(*cut), "<test>"), default_bundle())
+    assert all(by_job == by_pod for by_job, by_pod in asked)
+    assert sum(got for got, _ in asked) >= 20 and sum(not got for got, _ in asked) >= 20
