@@ -17,6 +17,7 @@ sibling that surely loses enough), the simulation stops there, refused as it wou
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -163,24 +164,33 @@ class ReclaimRefusals:
         so a job's pods added up first give the same totals in any order), else one part per
         pod, added up in the pods' order (see PARTS_BY_JOB)."""
         jobs = self.ssn.cluster.jobs
-        grants = [t.accepted or t.request for t in tasks]
-        if PARTS_BY_JOB and all(map(_whole_amounts, set(grants))):
-            by_job: dict[str, _Part] = {}
-            cpu = memory = gpu = 0.0
-            for t, g in zip(tasks, grants):
-                part = by_job.get(t.job)
-                if part is None:
-                    part = by_job[t.job] = _Part(t.job, jobs[t.job].queue, [], {r: 0.0 for r in RESOURCES}, 0.0)
-                part.tasks.append(t)
-                gives = part.gives
-                gives["cpu"] += g.cpu
-                gives["memory"] += g.memory
-                gives["gpu"] += g.gpus_quota
-                part.whole += _whole_gpus(t)
-                cpu, memory, gpu = cpu + abs(g.cpu), memory + abs(g.memory), gpu + abs(g.gpus_quota)
-            if max(cpu, memory, gpu) < EXACT_BELOW:
-                return list(by_job.values())
-        return [_Part(t.job, jobs[t.job].queue, [t], request_quantities(g), _whole_gpus(t)) for t, g in zip(tasks, grants)]
+        if PARTS_BY_JOB:
+            by_job: dict[str, list[Task]] = {}
+            for t in tasks:
+                by_job.setdefault(t.job, []).append(t)
+            parts: list[_Part] = []
+            largest = 0.0
+            for uid, pods in by_job.items():
+                # (n pods of one grant give n times its amounts: whole numbers, exactly so)
+                gives = {r: 0.0 for r in RESOURCES}
+                whole = 0.0
+                for (grant, req), n in Counter((t.accepted or t.request, t.request) for t in pods).items():
+                    if not _whole_amounts(grant):
+                        break
+                    gives["cpu"] += n * grant.cpu
+                    gives["memory"] += n * grant.memory
+                    gives["gpu"] += n * grant.gpus_quota
+                    whole += n * _whole_request(req)
+                    largest += n * max(abs(grant.cpu), abs(grant.memory), abs(grant.gpus_quota))
+                else:
+                    parts.append(_Part(uid, jobs[uid].queue, pods, gives, whole))
+                    continue
+                break
+            else:
+                if largest < EXACT_BELOW:
+                    return parts
+        return [_Part(t.job, jobs[t.job].queue, [t], request_quantities(t.accepted or t.request), _whole_gpus(t))
+                for t in tasks]
 
     def _doomed_together(self, scenario: AnyScenario, sure: list[_Part], maybe: list[_Part], free: float) -> bool:
         """Refused when the victim jobs of `maybe` that each doom the scenario if they stay out
@@ -278,7 +288,10 @@ def whole_gpus(tasks: Collection[Task]) -> float:
 
 
 def _whole_gpus(t: Task) -> float:
-    req = t.request
+    return _whole_request(t.request)
+
+
+def _whole_request(req: Request) -> float:
     return 0.0 if req.is_shared or req.mig else req.gpus
 
 
