@@ -247,15 +247,22 @@ class ReclaimRefusals:
             by_job.setdefault(p.job, []).append(p)
         sure: list[_Part] = []
         maybe: list[_Part] = []
+        nowhere: dict[Request, bool] = {}
+
+        def fits_nowhere(t: Task) -> bool:
+            # a pod's fit reads only its request: one pod per request is asked
+            known = nowhere.get(t.request)
+            if known is None:
+                known = nowhere[t.request] = not fits_mask(view, t, with_releasing=True).any()
+            return known
+
         for uid, parts in by_job.items():
             if uid not in waiting:
                 sure += parts
                 continue
             placing = tasks_to_allocate(ssn, ssn.cluster.jobs[uid], False)
             whole = whole_gpus(placing)
-            # a pod's fit reads only its request: one pod per request is asked
-            alike = {t.request: t for t in placing}.values()
-            if whole > free or any(not fits_mask(view, t, with_releasing=True).any() for t in alike):
+            if whole > free or any(map(fits_nowhere, placing)):
                 sure += parts
             else:
                 maybe += parts
