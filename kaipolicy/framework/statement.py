@@ -37,10 +37,18 @@ class Operation:
     undoes: Operation | None = None   # for an unevict: the eviction it cancelled
 
 
+#: Evictions from one node between two checkpoints share the first one's record of the node
+#: (False: each records it; the tests compare both). See Statement.evict.
+EVICTIONS_SHARE_RECORD = True
+
+
 class Statement:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.operations: list[Operation] = []
+        # nodes an eviction since the last checkpoint (or rollback, or commit) recorded as they
+        # were before it: the next evictions from them need not record them again (see evict)
+        self._kept_nodes: set[str] = set()
 
     # ---- operations -------------------------------------------------------------------------
     def allocate(self, task: Task, node_name: str) -> None:
@@ -86,7 +94,12 @@ class Statement:
         if task.node not in ssn.cluster.nodes:
             raise StatementError(f"cannot evict {task.key}: node {task.node!r} is not in the session")
         node = ssn.cluster.nodes[task.node]
-        op = self._record("evict", task, task.node)
+        # A rollback ends at a checkpoint, so it undoes the first eviction from a node since the
+        # last checkpoint whenever it undoes a later one: only that first one records the node
+        # (see EVICTIONS_SHARE_RECORD). Its record is an eviction, which nothing but a rollback
+        # takes out of the log.
+        first = not (EVICTIONS_SHARE_RECORD and task.node in self._kept_nodes)
+        op = self._record("evict", task, task.node, keep_node=first)
         op.message = message
         op.reason = dict(reason or {})
         ssn.set_status(task, Status.RELEASING)
@@ -94,6 +107,8 @@ class Statement:
         ssn.on_deallocate(task)
         task.is_virtual = True
         self.operations.append(op)
+        if first:
+            self._kept_nodes.add(task.node)
 
     def unevict(self, task: Task, groups_before: list[str] | None = None) -> None:
         """Undo the earliest still-valid eviction of `task` (it fits back where it was).
@@ -120,6 +135,7 @@ class Statement:
 
     # ---- undo ---------------------------------------------------------------------------------
     def checkpoint(self) -> int:
+        self._kept_nodes.clear()
         return len(self.operations)
 
     def rollback(self, cp: int) -> None:
@@ -132,6 +148,7 @@ class Statement:
             if op.valid:
                 self._undo(op, exact=True)
         del self.operations[cp:]
+        self._kept_nodes.clear()
 
     def discard(self) -> None:
         self.rollback(0)
@@ -170,8 +187,9 @@ class Statement:
             task.gpu_groups = list(op.previous_groups)
             task.is_virtual = op.previous_virtual
             if exact:
-                assert op.node_before is not None
-                node.restore(op.node_before)
+                if op.node_before is not None:
+                    node.restore(op.node_before)
+                # else an earlier eviction from the node, undone after this one, restores it
             elif task.key in node.tasks:
                 node.update_task(task)
             else:
@@ -216,3 +234,4 @@ class Statement:
             else:
                 ssn.record_pipeline(op.task, op.message)
         self.operations = []
+        self._kept_nodes.clear()

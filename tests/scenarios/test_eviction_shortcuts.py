@@ -26,7 +26,7 @@ from kaipolicy.actions import consolidation, ordering, placement
 from kaipolicy.actions.solver import filters, placing, proofs, solve, victim_queue, views
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.errors import KaipolicyError
-from kaipolicy.framework import session
+from kaipolicy.framework import session, statement
 from kaipolicy.framework.audit import Audit
 from kaipolicy.simulate import simulate, without_timings
 from tests.fuzz import reclaim_pressure
@@ -66,6 +66,7 @@ SHORTCUTS = {
     "a refusal proven from victim jobs that each doom the scenario and cannot all go back": (proofs, "DOOMED_TOGETHER"),
     "the refusal bounds asked before a provable scenario's turns": (proofs, "BOUNDS_BEFORE_TURNS"),
     "a victim job's pods one part of the refusal bounds where their sums are exact": (proofs, "PARTS_BY_JOB"),
+    "evictions from one node between checkpoints share one record of the node": (statement, "EVICTIONS_SHARE_RECORD"),
     "a run's fit masks and scores carried to its next pod": (placement, "SCORES_CARRIED"),
     "a job of one pod set and no topology placed without walking its sub-group tree": (placement, "FLAT_JOBS_DIRECT"),
     "a pod's order key kept when the task-order rules read only its fixed fields": (session, "TASK_KEYS_KEPT"),

@@ -154,3 +154,26 @@ def test_pipelining_a_victim_back_onto_its_own_node_just_cancels_its_eviction() 
     assert state(ssn) == before
     stmt.commit()
     assert ssn.evictions == []
+
+
+def test_evictions_from_one_node_between_checkpoints_share_the_first_ones_record() -> None:
+    ssn = build()
+    before = state(ssn)
+    stmt = ssn.statement()
+    r0, r2 = ssn.cluster.jobs["r0"].tasks["r0-0"], ssn.cluster.jobs["r2"].tasks["r2-0"]   # both on n0
+    r1 = ssn.cluster.jobs["r1"].tasks["r1-0"]                                             # on n1
+    stmt.evict(r0, "x")
+    stmt.evict(r1, "x")
+    stmt.evict(r2, "x")
+    assert [op.node_before is not None for op in stmt.operations] == [True, True, False]
+    cp = stmt.checkpoint()
+    middle = state(ssn)
+    stmt.pipeline(r2, "n0", update_if_on_node=False)   # cancels its eviction, which held no record
+    stmt.evict(r2, "y")                                 # after a checkpoint: records n0 again
+    assert stmt.operations[-1].node_before is not None
+    stmt.rollback(cp)
+    assert state(ssn) == middle
+    stmt.evict(ssn.cluster.jobs["r3"].tasks["r3-0"], "z")    # n1 again, after the rollback: recorded
+    assert stmt.operations[-1].node_before is not None
+    stmt.discard()
+    assert state(ssn) == before
