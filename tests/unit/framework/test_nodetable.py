@@ -57,12 +57,17 @@ def test_a_refresh_of_few_or_many_rows_gives_every_column_what_its_nodes_say(cha
     table = NodeTable(nodes(12))
     view = table.view(table.nodes)
     assert view.free_gpus.tolist() == [4.0] * 12 and view.nothing_releasing.all()
+    assert set(view.kind_signature.tolist()) == {"False/none/False"}     # a string column beside them
     for i in range(changed):
         n = table.nodes[11 - i]
         n.idle.cpu, n.releasing.gpus, n.releasing.cpu = 10.0 * i, 1.0 + i, 1.0
+        if i % 2:
+            n.legacy_mig_tasks.add(f"t{i}")
         table.mark(n)
     view = table.view(table.nodes)
     assert view.nothing_releasing.dtype == bool
+    assert view.kind_signature.tolist() == [n.kind_signature for n in table.nodes]
+    assert view.kind_signature.tolist().count("False/none/True") == changed // 2
     assert view.free_gpus.tolist() == [n.free_gpus for n in table.nodes]
     assert view.idle_cpu_millis.tolist() == [n.idle.cpu for n in table.nodes]
     assert view.nothing_releasing.tolist() == [n.nothing_releasing for n in table.nodes]
@@ -174,3 +179,26 @@ def test_the_extremes_kept_are_the_least_and_greatest_after_any_changes(some: bo
         want = (float(np.minimum.reduce(taken)), float(np.maximum.reduce(taken)))
         assert got is not None and np.array_equal(np.array(got), np.array(want), equal_nan=True), (k, got, want)
     assert table.extremes("none", np.zeros(12), (np.zeros(12, dtype=bool), np.array([], dtype=np.intp)), kept) is None
+
+
+def test_the_static_columns_are_the_same_after_pods_come_and_go() -> None:
+    # a column named static is never read again: nothing a statement does may change it
+    from tests.unit.framework.test_statement import build
+
+    ssn = build()
+    before = {a: [getattr(n, a) for n in ssn.cluster.nodes.values()] for a in nodetable.STATIC}
+    stmt = ssn.statement()
+    tasks = [t for j in ssn.cluster.jobs.values() for t in j.tasks.values()]
+    for t in tasks:
+        if t.status.name == "RUNNING":
+            stmt.evict(t, "test")
+    for i, t in enumerate(tasks):
+        node = ssn.cluster.nodes[f"n{i % 3}"]
+        if t.status.name == "PENDING" and not t.request.is_shared:
+            if node.fits_idle(t):
+                stmt.allocate(t, node.name)
+            elif node.fits_idle_or_releasing(t):
+                stmt.pipeline(t, node.name)
+    assert {a: [getattr(n, a) for n in ssn.cluster.nodes.values()] for a in nodetable.STATIC} == before
+    stmt.commit()
+    assert {a: [getattr(n, a) for n in ssn.cluster.nodes.values()] for a in nodetable.STATIC} == before
