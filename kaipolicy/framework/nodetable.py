@@ -123,8 +123,8 @@ class NodeTable:
             n.index = i
         self._columns: dict[str, np.ndarray] = {}
         self._changing: dict[str, np.ndarray] = {}    # the columns a task can change
-        # what a refresh reads of a changed node, all those columns at once, and the columns
-        # the changing columns' getters and arrays: the numeric ones, then the rest (strings)
+        # what a refresh reads of a changed node: the numeric changing columns' getter (all of
+        # them at once) and arrays, then the same for the rest (strings)
         self._row: tuple[_Columns, _Columns] | None = None
         self._read_only: dict[str, np.ndarray] = {}
         self._dirty: set[int] = set()
