@@ -100,17 +100,7 @@ PATCH_MARKS = 256
 #: Node attributes no task changes: never re-read when a node is marked dirty.
 STATIC = frozenset({"name", "labels", "gpu_memory", "gpu_memory_synced", "mig_enabled", "mig_strategy",
                     "unschedulable", "gpu_count", "cpu_only", "allocatable_gpus", "allocatable_cpu_millis",
-                    "allocatable_memory_bytes", "not_ready_reason", "tainted"})
-
-
-#: Columns read together: a getter of their attributes as a tuple, and their arrays.
-_Columns = tuple[Callable[[Node], tuple[Any, ...]], list[np.ndarray]]
-
-
-def _columns(columns: dict[str, np.ndarray]) -> _Columns:
-    # (a lone column's name twice: attrgetter of several names gives a tuple)
-    names = list(columns) if len(columns) != 1 else [*columns] * 2
-    return (operator.attrgetter(*names) if names else (lambda node: ())), list(columns.values())
+                    "allocatable_memory_bytes"})
 
 
 class NodeTable:
@@ -123,9 +113,8 @@ class NodeTable:
             n.index = i
         self._columns: dict[str, np.ndarray] = {}
         self._changing: dict[str, np.ndarray] = {}    # the columns a task can change
-        # what a refresh reads of a changed node: the numeric changing columns' getter (all of
-        # them at once) and arrays, then the same for the rest (strings)
-        self._row: tuple[_Columns, _Columns] | None = None
+        # what a refresh reads of a changed node, all those columns at once, and the columns
+        self._row: tuple[Callable[[Node], Any], list[np.ndarray], bool] | None = None
         self._read_only: dict[str, np.ndarray] = {}
         self._dirty: set[int] = set()
         # per node list asked for (by identity): its rows, whether it is every row in order, and
@@ -272,24 +261,21 @@ class NodeTable:
             return
         row = self._row
         if row is None:
-            numeric = {a: c for a, c in self._changing.items() if c.dtype != object}
-            other = {a: c for a, c in self._changing.items() if c.dtype == object}
-            row = self._row = (_columns(numeric), _columns(other))
-        (get, cols), (get_other, other_cols) = row
+            # (the changing column's name twice: attrgetter of several names gives a tuple)
+            names = list(self._changing) if len(self._changing) > 1 else [*self._changing] * 2
+            cols = list(self._changing.values())
+            row = self._row = (operator.attrgetter(*names), cols, all(c.dtype != object for c in cols))
+        get, cols, numeric = row
         nodes = self.nodes
-        if cols and len(self._dirty) >= BATCHED_ROWS:
-            # many rows (a run's evictions undone): one assignment per numeric column
+        if numeric and len(self._dirty) >= BATCHED_ROWS:
+            # many rows (a run's evictions undone): one assignment per column
             rows = list(self._dirty)
             values = np.array([get(nodes[i]) for i in rows], dtype=np.float64)
             for j, col in enumerate(cols):
                 col[rows] = values[:, j]
-        elif cols:
+        else:
             for i in self._dirty:
                 for col, value in zip(cols, get(nodes[i])):
-                    col[i] = value
-        if other_cols:
-            for i in self._dirty:
-                for col, value in zip(other_cols, get_other(nodes[i])):
                     col[i] = value
         self._dirty.clear()
 
@@ -356,4 +342,3 @@ def _array(values: list[Any]) -> np.ndarray:
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
     return arr
-
