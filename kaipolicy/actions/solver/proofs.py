@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kaipolicy.actions.solver.scenario import AnyScenario
+from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES
 from kaipolicy.api.resources import Request, RequestType
@@ -164,33 +165,11 @@ class ReclaimRefusals:
         so a job's pods added up first give the same totals in any order), else one part per
         pod, added up in the pods' order (see PARTS_BY_JOB)."""
         jobs = self.ssn.cluster.jobs
-        if PARTS_BY_JOB:
-            by_job: dict[str, list[Task]] = {}
-            for t in tasks:
-                by_job.setdefault(t.job, []).append(t)
-            parts: list[_Part] = []
-            largest = 0.0
-            for uid, pods in by_job.items():
-                # (n pods of one grant give n times its amounts: whole numbers, exactly so)
-                gives = {r: 0.0 for r in RESOURCES}
-                whole = 0.0
-                for (grant, req), n in Counter((t.accepted or t.request, t.request) for t in pods).items():
-                    if not _whole_amounts(grant):
-                        break
-                    gives["cpu"] += n * grant.cpu
-                    gives["memory"] += n * grant.memory
-                    gives["gpu"] += n * grant.gpus_quota
-                    whole += n * _whole_request(req)
-                    largest += n * max(abs(grant.cpu), abs(grant.memory), abs(grant.gpus_quota))
-                else:
-                    parts.append(_Part(uid, jobs[uid].queue, pods, gives, whole))
-                    continue
-                break
-            else:
-                if largest < EXACT_BELOW:
-                    return parts
-        return [_Part(t.job, jobs[t.job].queue, [t], request_quantities(t.accepted or t.request), _whole_gpus(t))
-                for t in tasks]
+        parts = _parts_by_job(tasks, jobs) if PARTS_BY_JOB else None
+        if parts is not None:
+            return parts
+        return [_Part(t.job, jobs[t.job].queue, [t], request_quantities(t.accepted or t.request),
+                      _whole_request(t.request)) for t in tasks]
 
     def _doomed_together(self, scenario: AnyScenario, sure: list[_Part], maybe: list[_Part], free: float) -> bool:
         """Refused when the victim jobs of `maybe` that each doom the scenario if they stay out
@@ -291,11 +270,7 @@ def request_key_of(request: dict[str, float]) -> tuple[float, ...]:
 
 def whole_gpus(tasks: Collection[Task]) -> float:
     """The whole devices the pods ask for (shared and MIG requests left out)."""
-    return sum(map(_whole_gpus, tasks))
-
-
-def _whole_gpus(t: Task) -> float:
-    return _whole_request(t.request)
+    return sum(_whole_request(t.request) for t in tasks)
 
 
 def _whole_request(req: Request) -> float:
@@ -327,6 +302,30 @@ class _Part:
     gives: Vec
     whole: float
 
+
+
+def _parts_by_job(tasks: Sequence[Task], jobs: dict[str, Job]) -> list[_Part] | None:
+    """One part per victim job (ReclaimRefusals._parts), or None where some amount is not a whole
+    number or their absolute values add up to EXACT_BELOW or more. n pods of one grant give n times
+    its amounts: exactly so, for whole numbers below that."""
+    by_job: dict[str, list[Task]] = {}
+    for t in tasks:
+        by_job.setdefault(t.job, []).append(t)
+    parts: list[_Part] = []
+    largest = 0.0
+    for uid, pods in by_job.items():
+        gives = {r: 0.0 for r in RESOURCES}
+        whole = 0.0
+        for (grant, req), n in Counter((t.accepted or t.request, t.request) for t in pods).items():
+            if not _whole_amounts(grant):
+                return None
+            gives["cpu"] += n * grant.cpu
+            gives["memory"] += n * grant.memory
+            gives["gpu"] += n * grant.gpus_quota
+            whole += n * _whole_request(req)
+            largest += n * max(abs(grant.cpu), abs(grant.memory), abs(grant.gpus_quota))
+        parts.append(_Part(uid, jobs[uid].queue, pods, gives, whole))
+    return parts if largest < EXACT_BELOW else None
 
 def victim_pending(ssn: Session, victims: Sequence[Task]) -> bool:
     """Some victim's job has pending pods: a simulation's failed re-placement of it records fit
