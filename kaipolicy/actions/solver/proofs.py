@@ -220,7 +220,8 @@ class ReclaimRefusals:
         places fits nowhere now or its pods ask for more whole GPUs than are left."""
         ssn = self.ssn
         view = ssn.table.view(nodes)
-        free = float(np.floor(view.free_gpus + 1e-9).sum()) - taking
+        # an overcommitted node (free GPUs below zero) takes no pod back: it counts none, not less
+        free = float(np.maximum(np.floor(view.free_gpus + 1e-9), 0.0).sum()) - taking
         by_job: dict[str, list[_Part]] = {}
         for p in evicted:
             by_job.setdefault(p.job, []).append(p)
