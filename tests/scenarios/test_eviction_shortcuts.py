@@ -66,6 +66,7 @@ SHORTCUTS = {
     "a refusal proven from victim jobs that each doom the scenario and cannot all go back": (proofs, "DOOMED_TOGETHER"),
     "the refusal bounds asked before a provable scenario's turns": (proofs, "BOUNDS_BEFORE_TURNS"),
     "a victim job's pods one part of the refusal bounds where their sums are exact": (proofs, "PARTS_BY_JOB"),
+    "the refusal bounds asked again with a victim job of the reclaimer's branch out and back": (proofs, "CASES_SPLIT"),
     "evictions from one node between checkpoints share one record of the node": (statement, "EVICTIONS_SHARE_RECORD"),
     "a run's fit masks and scores carried to its next pod": (placement, "SCORES_CARRIED"),
     "a job of one pod set and no topology placed without walking its sub-group tree": (placement, "FLAT_JOBS_DIRECT"),
@@ -274,12 +275,13 @@ def test_small_cuts_of_the_large_shape_decide_alike_with_the_shortcuts_off(nodes
 
 
 def test_small_cuts_of_the_large_shape_are_where_victims_doomed_together_prove_refusals() -> None:
-    # the comparison above means something for DOOMED_TOGETHER and BOUNDS_BEFORE_TURNS only if
-    # they prove refusals there
+    # the comparison above means something for DOOMED_TOGETHER, BOUNDS_BEFORE_TURNS and
+    # CASES_SPLIT only if they prove refusals there
     tallies = [simulate(scenario_from_doc(_small_large(*cut), "<test>"), default_bundle()).last.tally
                for cut in SMALL_LARGE]
     assert sum(t["doomed together", "reclaim"] > 0 for t in tallies) >= 4
     assert sum(t["proven from the bounds", "reclaim"] > 0 for t in tallies) >= 3
+    assert sum(t["refused in both cases", "reclaim"] > 0 for t in tallies) >= 2
 
 
 @pytest.mark.parametrize("offset", range(6))

@@ -50,6 +50,13 @@ REFUSALS_PROVEN = True
 #: the queues that refuse least; the tests compare both).
 DOOMED_TOGETHER = True
 
+#: Where the bounds cannot refuse, ask them again in two cases, of one victim job that may go back
+#: and lies in a level of the reclaimer's path over its fair share: the job stays out, or it goes
+#: back with its whole GPUs. Every outcome is one of the two, so refused in both is refused (False:
+#: the bounds asked once; the tests compare both). Up to SPLIT_JOBS jobs deep.
+CASES_SPLIT = True
+SPLIT_JOBS = 2
+
 #: Ask the refusal bounds (and DOOMED_TOGETHER) before a provable scenario's simulation too, not
 #: only from the preemptor's turn on (False: only the protected-pods count before it; the tests
 #: compare both).
@@ -156,8 +163,50 @@ class ReclaimRefusals:
             maybe, free = [], 0.0
         if not sure and not maybe:
             return False
+        return self._refused_within(scenario, sure, maybe, free) \
+            or (CASES_SPLIT and self._refused_in_both_cases(scenario, sure, maybe, free, SPLIT_JOBS))
+
+    def _refused_within(self, scenario: AnyScenario, sure: list[_Part], maybe: list[_Part], free: float) -> bool:
         return _RefusalBounds(self, scenario, sure, maybe, free).refused() \
             or (DOOMED_TOGETHER and self._doomed_together(scenario, sure, maybe, free))
+
+    def _refused_in_both_cases(self, scenario: AnyScenario, sure: list[_Part], maybe: list[_Part], free: float,
+                               depth: int) -> bool:
+        """Refused whether a victim job of `maybe` in the reclaimer's branch goes back or stays out
+        (see CASES_SPLIT): the bounds asked twice, with the job sure to stay out, and with it back,
+        its whole GPUs taken from `free`. Each case may split on the next such job, `depth` jobs
+        deep."""
+        if depth <= 0:
+            return False
+        job = self._split_on(scenario, maybe)
+        if job is None:
+            return False
+        mine = [p for p in maybe if p.job == job]
+        rest = [p for p in maybe if p.job != job]
+        whole = sum(p.whole for p in mine)
+        stays_out = [*sure, *mine]
+        if not (self._refused_within(scenario, stays_out, rest, free)
+                or self._refused_in_both_cases(scenario, stays_out, rest, free, depth - 1)):
+            return False
+        if whole <= free and not (self._refused_within(scenario, sure, rest, free - whole)
+                                  or self._refused_in_both_cases(scenario, sure, rest, free - whole, depth - 1)):
+            return False
+        self.ssn.tally["refused in both cases", self.ssn.action] += 1
+        return True
+
+    def _split_on(self, scenario: AnyScenario, maybe: list[_Part]) -> str | None:
+        """The victim job of `maybe` to split the bounds on: one in a level of the reclaimer's path
+        over its fair share (what such a job gives up lowers the reclaimer's side of the saturation
+        check when it stays out), the one giving up most GPUs there (then by uid); None if none."""
+        queues = scenario.start_shares or self.ssn.shares.queues
+        levels = {qs.queue.uid for qs in _over_share(queues, scenario.preemptor.queue, scenario.request)}
+        if not levels:
+            return None
+        gives: dict[str, float] = {}
+        for p in maybe:
+            if not levels.isdisjoint(qs.queue.uid for qs in path_up(queues, p.queue)):
+                gives[p.job] = gives.get(p.job, 0.0) + p.gives["gpu"]
+        return min(gives, key=lambda uid: (-gives[uid], uid)) if gives else None
 
     def _parts(self, tasks: Sequence[Task]) -> list[_Part]:
         """The pods as the bounds count them: one part per victim job when every amount they give
