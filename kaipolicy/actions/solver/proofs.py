@@ -135,6 +135,29 @@ class ReclaimRefusals:
         records it (`cut_short`) once it knows the placement succeeds."""
         return self._refused(scenario, nodes, victims, waiting, taking)
 
+    def refused_after_next(self, scenario: AnyScenario, nodes: Sequence[Node], victims: Sequence[Task],
+                           waiting: Collection[str], job: Job) -> bool:
+        """refused_after_preemptor asked as it would be right after the placement of the victim job
+        `job`, whose turn comes next, if that placement succeeds: its pods are then back (no longer
+        evicted) and their whole GPUs come off what is free (a pod of g whole GPUs takes g from
+        the free GPUs of a node with at least g), and a victim that fits nowhere now fits nowhere
+        after it. Records nothing: the caller records it (`cut_short_ahead`) once it knows the
+        placement succeeds."""
+        if not self.skip_reallocated:
+            return False   # a victim placed back counts all the same: nothing changes after it
+        back = tasks_to_allocate(self.ssn, job, False)
+        if not back or any(t.request.is_shared or t.request.mig or not placed_back_alike(t) for t in back):
+            return False
+        if victim_pending(self.ssn, victims):
+            return False
+        rest = [t for t in victims if t.job != job.uid]
+        left = [uid for uid in waiting if uid != job.uid]
+        return self._refused(scenario, nodes, rest, left, float(sum(t.request.gpus for t in back)))
+
+    def cut_short_ahead(self) -> None:
+        """A refusal proven before the placement of the victim job whose turn comes next."""
+        self._record("cut short before a victim's placement")
+
     def cut_short(self) -> None:
         """A refusal proven before the preemptor's placement, counted as the validator counts its own."""
         self._record("cut short before placing")

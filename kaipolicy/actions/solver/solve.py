@@ -80,6 +80,13 @@ TURNS_FROM_KEYS = True
 RUNS_PASSED_OVER = True
 
 
+#: Once the preemptor is placed, the victim job to be placed next is read ahead from the order
+#: (the jobs before it are passed over as the loop would pass them), and where its placement is
+#: sure the refusal bounds are asked as they would be right after it, without running it (False:
+#: the placement runs and the bounds are asked after it; the tests compare both). Only where the
+#: turns are popped from the order. See _refused_after_next.
+NEXT_TURN_READ = True
+
 #: A partial job's recorded victims are evicted once for a run of scenarios built ahead, instead
 #: of once per scenario (False: once per scenario; the tests compare both). See _solve_ahead.
 RECORDED_EVICTED_ONCE = True
@@ -481,18 +488,37 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
     # Once the preemptor and every victim job have had their turn, the jobs left only take part
     # in the ordering: popping them would change nothing.
     unplaced = set(jobs)
-    while (unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty()):
+    ahead: Job | None = None    # the next victim to be placed, read ahead (see NEXT_TURN_READ)
+
+    def next_turn() -> Job | _Undecided | None:
         if isinstance(turns, _Stepwise):
-            job = turns.next()
-            if job is UNDECIDED:
-                return UNDECIDED
-        elif turns is not None:
-            job = turns.pop(0) if turns else None
+            return turns.next()
+        if turns is not None:
+            return turns.pop(0) if turns else None
+        return _last_turn(order, jobs, unplaced) or order.pop()
+
+    def placing_victim(job: Job) -> bool:
+        return job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless)
+
+    def turns_left() -> bool:
+        return bool(unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty())
+
+    ended = False   # the order gave no job while reading ahead: the loop ends, as it would
+    while not ended and (ahead is not None or turns_left()):
+        if ahead is not None:
+            job, ahead = ahead, None    # (taken out of the order already, found placing)
         else:
-            job = _last_turn(order, jobs, unplaced) or order.pop()
-        if job is None:
-            break
-        unplaced.discard(job.uid)
+            turn = next_turn()
+            if turn is UNDECIDED:
+                return UNDECIDED
+            if turn is None:
+                break
+            job = turn
+            unplaced.discard(job.uid)
+            if job.uid != preemptor.uid and not placing_victim(job):
+                if RUNS_PASSED_OVER and turns is None:
+                    order.pass_over(jobs)
+                continue
         if job.uid == preemptor.uid:
             order.placements += 1
             if unplaced and _refused_before_placing(solver, scenario, nodes, victim_tasks, unplaced):
@@ -500,7 +526,7 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
             if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
                 return False
             placed = True
-        elif job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
+        else:
             order.placements += 1
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
             if feasible is not None and preemptor.uid in unplaced:
@@ -510,13 +536,26 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
                                                            evicted_from):
                     ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
                     return False
-        else:
-            if RUNS_PASSED_OVER and turns is None:
-                order.pass_over(jobs)
-            continue
-        if placed and unplaced and solver.refusals is not None \
-                and solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
-            return REFUSED
+        if placed and unplaced and solver.refusals is not None:
+            if solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
+                return REFUSED
+            if NEXT_TURN_READ and turns is None:
+                # the victim placed next, read ahead: when its placement is sure, the bounds are
+                # asked as they would be right after it, and the placement is run only if they do
+                # not refuse (the jobs popped on the way were passed over, as the loop would)
+                while turns_left():
+                    following = next_turn()
+                    if following is None or following is UNDECIDED:
+                        ended = True
+                        break
+                    unplaced.discard(following.uid)
+                    if following.uid != preemptor.uid and placing_victim(following):
+                        ahead = following
+                        break
+                    if RUNS_PASSED_OVER:
+                        order.pass_over(jobs)
+                if ahead is not None and _refused_after_next(solver, scenario, nodes, victim_tasks, unplaced, ahead):
+                    return REFUSED
     return placed
 
 
@@ -879,6 +918,25 @@ def _refused_before_placing(solver: JobSolver, scenario: AnyScenario, nodes: lis
         return False
     ssn.pre_job_allocation(preemptor)   # as the placement begins: whatever it resets is reset
     refusals.cut_short()
+    return True
+
+
+def _refused_after_next(solver: JobSolver, scenario: AnyScenario, nodes: list[Node], victims: list[Task],
+                        waiting: set[str], job: Job) -> bool:
+    """The victim job whose turn comes next (nothing is placed before it) would surely be placed,
+    and the validator would then surely refuse (what the simulation proves right after that
+    placement): the placement is not run. Its pods keep their grant wherever they go back (the
+    bounds ask that of every waiting victim), so it would leave no trace on them."""
+    refusals = solver.refusals
+    if refusals is None or not placing.PLACEMENTS_PROVEN:
+        return False
+    ssn = solver.ssn
+    if not refusals.refused_after_next(scenario, nodes, victims, waiting, job):
+        return False
+    if not placing.surely_placed(ssn, job, nodes):
+        return False
+    ssn.pre_job_allocation(job)   # as the placement begins: whatever it resets is reset
+    refusals.cut_short_ahead()
     return True
 
 
