@@ -488,37 +488,25 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
     # Once the preemptor and every victim job have had their turn, the jobs left only take part
     # in the ordering: popping them would change nothing.
     unplaced = set(jobs)
-    ahead: Job | None = None    # the next victim to be placed, read ahead (see NEXT_TURN_READ)
-
-    def next_turn() -> Job | _Undecided | None:
-        if isinstance(turns, _Stepwise):
-            return turns.next()
-        if turns is not None:
-            return turns.pop(0) if turns else None
-        return _last_turn(order, jobs, unplaced) or order.pop()
-
-    def placing_victim(job: Job) -> bool:
-        return job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless)
-
-    def turns_left() -> bool:
-        return bool(unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty())
-
-    ended = False   # the order gave no job while reading ahead: the loop ends, as it would
-    while not ended and (ahead is not None or turns_left()):
+    ahead: Job | None = None    # the victim placed next, read ahead (see NEXT_TURN_READ)
+    job: Job | _Undecided | None
+    while ahead is not None or ((unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty())):
         if ahead is not None:
-            job, ahead = ahead, None    # (taken out of the order already, found placing)
+            job, ahead = ahead, None    # (out of the order already, and found placing)
+            victim_turn = True
         else:
-            turn = next_turn()
-            if turn is UNDECIDED:
-                return UNDECIDED
-            if turn is None:
+            if isinstance(turns, _Stepwise):
+                job = turns.next()
+                if job is UNDECIDED:
+                    return UNDECIDED
+            elif turns is not None:
+                job = turns.pop(0) if turns else None
+            else:
+                job = _last_turn(order, jobs, unplaced) or order.pop()
+            if job is None:
                 break
-            job = turn
             unplaced.discard(job.uid)
-            if job.uid != preemptor.uid and not placing_victim(job):
-                if RUNS_PASSED_OVER and turns is None:
-                    order.pass_over(jobs)
-                continue
+            victim_turn = False
         if job.uid == preemptor.uid:
             order.placements += 1
             if unplaced and _refused_before_placing(solver, scenario, nodes, victim_tasks, unplaced):
@@ -526,7 +514,7 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
             if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
                 return False
             placed = True
-        else:
+        elif victim_turn or (job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless)):
             order.placements += 1
             allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
             if feasible is not None and preemptor.uid in unplaced:
@@ -536,27 +524,39 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
                                                            evicted_from):
                     ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
                     return False
+        else:
+            if RUNS_PASSED_OVER and turns is None:
+                order.pass_over(jobs)
+            continue
         if placed and unplaced and solver.refusals is not None:
             if solver.refusals.refused_after_preemptor(scenario, nodes, victim_tasks, unplaced):
                 return REFUSED
             if NEXT_TURN_READ and turns is None:
-                # the victim placed next, read ahead: when its placement is sure, the bounds are
-                # asked as they would be right after it, and the placement is run only if they do
-                # not refuse (the jobs popped on the way were passed over, as the loop would)
-                while turns_left():
-                    following = next_turn()
-                    if following is None or following is UNDECIDED:
-                        ended = True
-                        break
-                    unplaced.discard(following.uid)
-                    if following.uid != preemptor.uid and placing_victim(following):
-                        ahead = following
-                        break
-                    if RUNS_PASSED_OVER:
-                        order.pass_over(jobs)
-                if ahead is not None and _refused_after_next(solver, scenario, nodes, victim_tasks, unplaced, ahead):
+                # the victim placed next, read ahead: where its placement is sure the bounds are
+                # asked as right after it, and it is placed only if they do not refuse
+                ahead = _next_placing(ssn, order, jobs, unplaced, victim_uids, nodes, hopeless)
+                if ahead is None:
+                    break   # the order ran out before one: the loop would end there too
+                if _refused_after_next(solver, scenario, nodes, victim_tasks, unplaced, ahead):
                     return REFUSED
     return placed
+
+
+def _next_placing(ssn: Session, order: _KeyedOrder, jobs: dict[str, Job], unplaced: set[str], victim_uids: set[str],
+                  nodes: list[Node], hopeless: set[Request]) -> Job | None:
+    """The victim job _take_turns places next, popped from the order: the jobs popped before it
+    (taking no part, or a victim that cannot fit) are passed over and leave `unplaced` as the
+    loop's turns would leave them; popping places nothing. None when the turns end first."""
+    while (unplaced or not STOP_AFTER_LAST_TURN) and not order.empty():
+        job = _last_turn(order, jobs, unplaced) or order.pop()
+        if job is None:
+            return None
+        unplaced.discard(job.uid)
+        if job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless):
+            return job
+        if RUNS_PASSED_OVER:
+            order.pass_over(jobs)
+    return None
 
 
 class _Undecided(enum.Enum):
