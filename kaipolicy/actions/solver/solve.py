@@ -925,8 +925,9 @@ def _refused_after_next(solver: JobSolver, scenario: AnyScenario, nodes: list[No
                         waiting: set[str], job: Job) -> bool:
     """The victim job whose turn comes next (nothing is placed before it) would surely be placed,
     and the validator would then surely refuse (what the simulation proves right after that
-    placement): the placement is not run. Its pods keep their grant wherever they go back (the
-    bounds ask that of every waiting victim), so it would leave no trace on them."""
+    placement): the placement is not run. Its pods ask for whole GPUs (or CPU only) and keep
+    their grant wherever they go back (`ReclaimRefusals.refused_after_next` asks both), so the
+    placement would leave no trace on them."""
     refusals = solver.refusals
     if refusals is None or not placing.PLACEMENTS_PROVEN:
         return False
