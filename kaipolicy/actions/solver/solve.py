@@ -914,9 +914,8 @@ def _refused_before_placing(solver: JobSolver, scenario: AnyScenario, nodes: lis
     taking = float(sum(t.request.gpus for t in tasks))
     if not refusals.refused_once_placed(scenario, nodes, victims, waiting, taking):
         return False
-    if not placing.surely_placed(ssn, preemptor, nodes):
+    if not _placement_stood_in(ssn, preemptor, nodes):
         return False
-    ssn.pre_job_allocation(preemptor)   # as the placement begins: whatever it resets is reset
     refusals.cut_short()
     return True
 
@@ -934,10 +933,19 @@ def _refused_after_next(solver: JobSolver, scenario: AnyScenario, nodes: list[No
     ssn = solver.ssn
     if not refusals.refused_after_next(scenario, nodes, victims, waiting, job):
         return False
+    if not _placement_stood_in(ssn, job, nodes):
+        return False
+    refusals.cut_short_ahead()
+    return True
+
+
+def _placement_stood_in(ssn: Session, job: Job, nodes: list[Node]) -> bool:
+    """Whether the job's pipeline-only placement, its turn come, is sure to succeed
+    (`placing.surely_placed`); it is then begun as it would begin (whatever the placement resets
+    first is reset) and not run."""
     if not placing.surely_placed(ssn, job, nodes):
         return False
-    ssn.pre_job_allocation(job)   # as the placement begins: whatever it resets is reset
-    refusals.cut_short_ahead()
+    ssn.pre_job_allocation(job)
     return True
 
 
