@@ -378,16 +378,41 @@ class Node:
         accepted = task.accepted
         acc = accepted or task.request
         shared = accepted is not None and accepted.is_shared
-        amounts = (acc.cpu, acc.memory, 0.0 if shared else acc.gpus, 1.0, acc.mig)
-        self.used.add_amounts(*amounts, sign)
         status = task.status
-        if status == Status.RELEASING:
-            self.releasing.add_amounts(*amounts, sign)
-            self.idle.add_amounts(*amounts, -sign)
-        elif status == Status.PIPELINED:
-            self.releasing.add_amounts(*amounts, -sign)
+        if acc.mig:
+            amounts = (acc.cpu, acc.memory, 0.0 if shared else acc.gpus, 1.0, acc.mig)
+            self.used.add_amounts(*amounts, sign)
+            if status == Status.RELEASING:
+                self.releasing.add_amounts(*amounts, sign)
+                self.idle.add_amounts(*amounts, -sign)
+            elif status == Status.PIPELINED:
+                self.releasing.add_amounts(*amounts, -sign)
+            else:
+                self.idle.add_amounts(*amounts, -sign)
         else:
-            self.idle.add_amounts(*amounts, -sign)
+            # add_amounts written out (the same operations on each amount), as this runs for
+            # every pod placed, evicted and put back
+            cpu, memory, gpus = acc.cpu, acc.memory, 0.0 if shared else acc.gpus
+            used = self.used
+            used.cpu += sign * cpu
+            used.memory += sign * memory
+            used.gpus += sign * gpus
+            used.pods += sign * 1.0
+            if status == Status.RELEASING:
+                releasing = self.releasing
+                releasing.cpu += sign * cpu
+                releasing.memory += sign * memory
+                releasing.gpus += sign * gpus
+                releasing.pods += sign * 1.0
+                into, by = self.idle, -sign
+            elif status == Status.PIPELINED:
+                into, by = self.releasing, -sign
+            else:
+                into, by = self.idle, -sign
+            into.cpu += by * cpu
+            into.memory += by * memory
+            into.gpus += by * gpus
+            into.pods += by * 1.0
         if shared:
             for group in task.gpu_groups:
                 if sign > 0:

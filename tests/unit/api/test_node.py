@@ -72,3 +72,44 @@ def test_a_pipelined_task_consumes_releasing_resources() -> None:
 def test_gpu_memory_requests_become_a_portion_rounded_up_to_hundredths() -> None:
     n = Node("n", Resources(1000, 1e9, 1, 110), gpu_memory=3000)
     assert n.portion_of_memory(1000) == 0.34
+
+
+def test_a_node_holds_what_its_pods_add_up_to_through_any_run_of_placements_status_changes_and_removals() -> None:
+    # whole-GPU, CPU-only and MIG pods, allocated, pipelined and releasing, in a random order:
+    # after every step, each amount is what the pods on the node add up to by their status (whole
+    # numbers, so every sum is exact whatever its order)
+    import random
+    rng = random.Random(7)
+    n = Node("n", Resources(1_000_000, 4e15, 64.0, 1000.0, {"1g.10gb": 40.0}), labels={"nvidia.com/gpu.count": "64"})
+    statuses = [Status.RUNNING, Status.ALLOCATED, Status.PIPELINED, Status.RELEASING]
+    live: dict[str, Task] = {}
+    for step in range(400):
+        move = rng.random()
+        if move < 0.45 or not live:
+            name = f"p{step}"
+            mig = {"1g.10gb": rng.randint(1, 2)} if rng.random() < 0.2 else None
+            req = Request.build(rng.randint(1, 9) * 250, rng.randint(1, 9) * 2**30, gpus=rng.choice([0, 1, 2, 4]), mig=mig)
+            t = Task(uid=name, name=name, namespace="ns", job="j", request=req, status=rng.choice(statuses), node="n")
+            n.add_task(t)
+            live[name] = t
+        elif move < 0.8:
+            t = live[rng.choice(sorted(live))]
+            t.status = rng.choice(statuses)
+            n.update_task(t)
+        else:
+            n.remove_task(live.pop(rng.choice(sorted(live))))
+        # every pod is used; a releasing one is still off idle and is releasing too; a pipelined
+        # one is not off idle but takes from what is releasing
+        used, releasing, idle = Resources(), Resources(), n.allocatable.clone()
+        for t in live.values():
+            amounts = (t.request.cpu, t.request.memory, float(t.request.gpus), 1.0, dict(t.request.mig).items())
+            used.add_amounts(*amounts, 1.0)
+            if t.status == Status.PIPELINED:
+                releasing.add_amounts(*amounts, -1.0)
+            else:
+                idle.add_amounts(*amounts, -1.0)
+                if t.status == Status.RELEASING:
+                    releasing.add_amounts(*amounts, 1.0)
+        for got, want in ((n.used, used), (n.releasing, releasing), (n.idle, idle)):
+            assert (got.cpu, got.memory, got.gpus, got.pods) == (want.cpu, want.memory, want.gpus, want.pods), step
+            assert {k: v for k, v in got.mig.items() if v} == {k: v for k, v in want.mig.items() if v}, step
