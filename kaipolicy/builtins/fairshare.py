@@ -118,6 +118,8 @@ class Shares:
         self.total = vec()
         self.queues: dict[str, QueueShare] = {}
         self._paths: dict[str, list[QueueShare]] = {}
+        # per leaf queue, the (cpu, memory, gpu) shares of each queue on its path, leaf first
+        self._path_shares: dict[str, list[tuple[Share, Share, Share]]] = {}
         self._capped: dict[tuple[str, str], list[tuple[QueueShare, str, Share, float]]] = {}
         # queue order keys by (queue, its allocation, job request, victims): the rest they read is
         # fixed for the session (capacity.queue_order_key)
@@ -202,14 +204,19 @@ class Shares:
 
     def on_allocate(self, job: Job, task: Task, sign: float = 1.0) -> None:
         acc = task.accepted or task.request
-        amounts = (("cpu", sign * acc.cpu), ("memory", sign * acc.memory), ("gpu", sign * acc.gpus_quota))
-        for qs in self.path(job.queue):
-            shares = qs.shares
-            for r, amount in amounts:
-                sh = shares[r]
-                sh.allocated += amount
-                if not job.preemptible:
-                    sh.allocated_non_preemptible += amount
+        cpu, memory, gpu = sign * acc.cpu, sign * acc.memory, sign * acc.gpus_quota
+        path = self._path_shares.get(job.queue)
+        if path is None:
+            path = self._path_shares[job.queue] = [(qs.shares["cpu"], qs.shares["memory"], qs.shares["gpu"])
+                                                   for qs in self.path(job.queue)]
+        for c, m, g in path:
+            c.allocated += cpu
+            m.allocated += memory
+            g.allocated += gpu
+            if not job.preemptible:
+                c.allocated_non_preemptible += cpu
+                m.allocated_non_preemptible += memory
+                g.allocated_non_preemptible += gpu
 
     # ---- division ---------------------------------------------------------------------------
     def _divide(self, total: Vec, queues: dict[str, QueueShare]) -> None:

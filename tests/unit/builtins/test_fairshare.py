@@ -110,3 +110,28 @@ def test_queues_count_the_same_requests_and_allocations_as_adding_pod_by_pod(see
         for r, sh in qs.shares.items():
             got = built.queues[uid].shares[r]
             assert [getattr(got, f) for f in fields] == [getattr(sh, f) for f in fields], (uid, r)
+
+
+@pytest.mark.parametrize("seed", [0, 9, 17, 30, 47])   # each has both kinds of jobs, some queues two levels deep
+def test_taking_pods_off_and_putting_them_back_moves_every_queue_on_their_path_by_their_grant(seed: int) -> None:
+    # on_allocate walks each job's queue path once per pod: the amounts must land on the right
+    # resource of every level, and on the non-preemptible totals only for non-preemptible jobs
+    cluster = scenario_from_doc(generated(seed), f"<seed {seed}>").snapshot()
+    s = Shares.build(cluster)
+    placed = [(j, t) for j in cluster.jobs.values() for t in j.tasks.values() if t.status in ALLOCATED]
+    assert {j.preemptible for j, _ in placed} == {True, False}
+    assert any(s.queues[uid].queue.parent for uid in {j.queue for j, _ in placed})
+    before = {uid: {r: (qs.shares[r].allocated, qs.shares[r].allocated_non_preemptible) for r in RESOURCES}
+              for uid, qs in s.queues.items()}
+    for j, t in placed:
+        s.on_allocate(j, t, -1.0)
+    for uid, qs in s.queues.items():
+        for r in RESOURCES:
+            assert qs.shares[r].allocated == pytest.approx(0.0, abs=1e-6), (uid, r)
+            assert qs.shares[r].allocated_non_preemptible == pytest.approx(0.0, abs=1e-6), (uid, r)
+    for j, t in placed:
+        s.on_allocate(j, t, +1.0)
+    for uid, qs in s.queues.items():
+        for r in RESOURCES:
+            got = (qs.shares[r].allocated, qs.shares[r].allocated_non_preemptible)
+            assert got == pytest.approx(before[uid][r], abs=1e-6), (uid, r)
