@@ -53,6 +53,8 @@ SHORTCUTS = {
     "each turn read from the keys when it comes, where the bounds cannot settle the turns": (solve, "TURNS_ONE_BY_ONE"),
     "one key bounding every turn of a single victim queue": (solve, "ONE_LINE_AT_ONCE"),
     "a simulation ends once the victims' turns leave the preemptor fitting nowhere": (solve, "HOPELESS_AFTER_VICTIMS"),
+    "evictions from one node not made where the preemptor is short of room on it even with them":
+        (solve, "SHORT_BEFORE_EVICTING"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
     "consolidation keeps which jobs could be victims between preemptors": (consolidation, "VICTIMS_KEPT"),
     "victims kept in key order per leaf queue between victim queues": (victim_queue, "LEAVES_KEPT"),
@@ -242,6 +244,12 @@ def test_clusters_under_reclaim_pressure_are_where_simulations_end_once_the_pree
     for tally in pressure_tallies:
         cut += tally["preemptor hopeless after a victim", "reclaim"] > 0
     assert cut >= 3
+
+
+def test_clusters_under_reclaim_pressure_are_where_evictions_are_not_made_for_a_preemptor_short_of_room(
+        pressure_tallies: list[Any]) -> None:
+    # the comparisons above mean something for SHORT_BEFORE_EVICTING only if it answers there
+    assert sum(tally["cannot fit before evicting", "reclaim"] > 0 for tally in pressure_tallies) >= 3
 
 
 def _bench(name: str) -> Any:

@@ -33,7 +33,7 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES
 from kaipolicy.api.resources import Request, RequestType
-from kaipolicy.api.task import Status, Task
+from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
 from kaipolicy.builtins import capacity
 from kaipolicy.builtins.fairshare import QueueShare, request_quantities
 from kaipolicy.errors import StatementError
@@ -374,8 +374,11 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
         else:
             victim_nodes = sorted({t.node for t in latest.tasks.values()})
             for node in victim_nodes:
-                cp = stmt.checkpoint()
                 tasks = scenario.tasks_on_nodes([node])
+                if not scenario.recorded_tasks and _short_before_evicting(solver, preemptor, node, tasks, feasible):
+                    ssn.tally["cannot fit before evicting", solver.action] += 1
+                    continue   # as the simulation of these evictions ends (see SHORT_BEFORE_EVICTING)
+                cp = stmt.checkpoint()
                 evict_all(ssn, stmt, tasks, preemptor, solver.action, solver.rules)
                 added = []
                 for t in tasks:
@@ -1025,6 +1028,81 @@ def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_t
             continue
         return True
     return False
+
+
+#: A scenario's evictions from one node (no recorded victims) whose simulation would end at once,
+#: the preemptor fitting nowhere (_preemptor_cannot_fit), are not made where that is read from the
+#: node's amounts before them (False: every such simulation is run; the tests compare both). See
+#: _short_before_evicting.
+SHORT_BEFORE_EVICTING = True
+
+
+def _short_before_evicting(solver: JobSolver, preemptor: Job, name: str, tasks: list[Task],
+                           feasible: dict[str, Node]) -> bool:
+    """_preemptor_cannot_fit's True, read before evicting `tasks` from node `name`, the only node
+    the scenario touches: some pod of the preemptor fits no other node (as `fitting_before`
+    tells, each node other than this one being as it was then) and, on this one, asks for more
+    CPU, memory or pod slots than it would have free once the victims are releasing, or more
+    whole GPUs where no GPU is shared and no victim holds a fraction or a MIG slice.
+
+    Exact where it answers: evicting a pod that is placed leaves the node's idle amounts as they
+    were and adds its amounts to what is releasing, so what is free grows by exactly what the
+    victims hold (whole numbers only: every sum is then exact, in any order). Evicting and
+    rolling back change nothing else a later simulation reads: the victim jobs have no pending
+    pods, so no pending order is keyed again for them. False when it cannot tell."""
+    ssn = solver.ssn
+    node = ssn.cluster.nodes.get(name)
+    if not (SHORT_BEFORE_EVICTING and FITS_FROM_BEFORE) or node is None or not tasks:
+        return False
+    if victim_pending(ssn, tasks):
+        return False
+    cpu, memory, pods = node.idle.cpu + node.releasing.cpu, node.idle.memory + node.releasing.memory, \
+        node.idle.pods + node.releasing.pods
+    gpus: float | None = None if node.shared_used or node.idle.mig or node.releasing.mig \
+        else node.idle.gpus + node.releasing.gpus
+    values = [node.idle.cpu, node.releasing.cpu, node.idle.memory, node.releasing.memory, node.idle.pods,
+              node.releasing.pods]
+    for t in tasks:
+        req = t.request
+        if t.node != name or t.status not in ACTIVE_ALLOCATED:
+            return False
+        cpu += req.cpu
+        memory += req.memory
+        pods += 1.0
+        values += (req.cpu, req.memory)
+        if gpus is not None:
+            if req.is_shared or req.mig:
+                gpus = None
+            else:
+                gpus += req.gpus
+                values.append(req.gpus)
+    if gpus is not None:
+        values += (node.idle.gpus, node.releasing.gpus)
+    if not all(float(v).is_integer() and abs(v) < EXACT_SUMS for v in (*values, cpu, memory, pods)):
+        return False
+    touched = {name}
+    before = solver.fitting_before
+    for t in {t.request: t for t in tasks_to_allocate(ssn, preemptor, False)}.values():
+        req = t.request
+        if not (req.cpu > cpu or req.memory > memory or pods < 1
+                or (gpus is not None and not req.is_shared and not req.mig and req.gpus > gpus + 1e-9)):
+            continue
+        known = before.get(req)
+        if known is None:
+            table = ssn.table
+            rows = np.flatnonzero(fits_mask(table.whole(), t, with_releasing=True)).tolist()
+            known = before[req] = ({table.nodes[i].name for i in rows} - touched, set(touched))
+        fitted, unknown = known
+        if any(n in feasible and n not in touched for n in fitted):
+            continue
+        if any(n in feasible and n not in touched and feasible[n].fits_idle_or_releasing(t) for n in unknown):
+            continue
+        return True
+    return False
+
+
+#: Whole numbers below this add up exactly in any order.
+EXACT_SUMS = 2.0**53
 
 
 #: Nodes touched by a scenario's evictions past which a fit mask over every node is cheaper
