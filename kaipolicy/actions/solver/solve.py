@@ -11,6 +11,7 @@ accept the scenario, and the solution of the whole job is the Statement left app
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -128,6 +129,16 @@ class JobSolver:
         # per partial job and request of its pods: the nodes it fitted before the evictions (see
         # _preemptor_cannot_fit), and the nodes whose fit then is not known
         self.fitting_before: dict[Request, tuple[set[str], set[str]]] = {}
+        self._asks: tuple[Job | None, list[Task]] = (None, [])
+
+    def asks_of(self, preemptor: Job) -> list[Task]:
+        """One pod per request among the partial job's pods to place (a pod's fit reads only its
+        request), kept for its walk: every scenario starts from the same state."""
+        job, asks = self._asks
+        if job is not preemptor:
+            asks = list({t.request: t for t in tasks_to_allocate(self.ssn, preemptor, False)}.values())
+            self._asks = (preemptor, asks)
+        return asks
 
     def node_list(self, feasible: dict[str, Node]) -> list[Node]:
         """The feasible nodes as a list, the same list while they stay the same nodes: the node
@@ -1045,48 +1056,54 @@ def _short_before_evicting(solver: JobSolver, preemptor: Job, name: str, tasks: 
     CPU, memory or pod slots than it would have free once the victims are releasing, or more
     whole GPUs where no GPU is shared and no victim holds a fraction or a MIG slice.
 
-    Exact where it answers: evicting a pod that is placed leaves the node's idle amounts as they
-    were and adds its amounts to what is releasing, so what is free grows by exactly what the
-    victims hold (whole numbers only: every sum is then exact, in any order). Evicting and
-    rolling back change nothing else a later simulation reads: the victim jobs have no pending
-    pods, so no pending order is keyed again for them. False when it cannot tell."""
+    Exact where it answers: evicting a placed pod leaves the node's idle amounts as they were and
+    adds its amounts to what is releasing, so what is free grows by exactly what the victims hold
+    (whole numbers only: every sum is then exact, in any order). Evicting and rolling back change
+    nothing else a later simulation reads: the victim jobs have no pending pods, so no pending
+    order is keyed again for them. False when it cannot tell.
+
+    Most scenarios leave room enough: the sums are compared first, and only a shortfall is
+    checked further."""
+    if not (SHORT_BEFORE_EVICTING and FITS_FROM_BEFORE) or not tasks:
+        return False
     ssn = solver.ssn
     node = ssn.cluster.nodes.get(name)
-    if not (SHORT_BEFORE_EVICTING and FITS_FROM_BEFORE) or node is None or not tasks:
+    if node is None:
         return False
-    if victim_pending(ssn, tasks):
-        return False
-    cpu, memory, pods = node.idle.cpu + node.releasing.cpu, node.idle.memory + node.releasing.memory, \
-        node.idle.pods + node.releasing.pods
-    gpus: float | None = None if node.shared_used or node.idle.mig or node.releasing.mig \
-        else node.idle.gpus + node.releasing.gpus
-    values = [node.idle.cpu, node.releasing.cpu, node.idle.memory, node.releasing.memory, node.idle.pods,
-              node.releasing.pods]
+    asks = solver.asks_of(preemptor)
+    idle, releasing = node.idle, node.releasing
+    cpu, memory, pods = idle.cpu + releasing.cpu, idle.memory + releasing.memory, idle.pods + releasing.pods
     for t in tasks:
         req = t.request
-        if t.node != name or t.status not in ACTIVE_ALLOCATED:
-            return False
         cpu += req.cpu
         memory += req.memory
         pods += 1.0
-        values += (req.cpu, req.memory)
-        if gpus is not None:
-            if req.is_shared or req.mig:
-                gpus = None
-            else:
-                gpus += req.gpus
-                values.append(req.gpus)
-    if gpus is not None:
-        values += (node.idle.gpus, node.releasing.gpus)
-    if not all(float(v).is_integer() and abs(v) < EXACT_SUMS for v in (*values, cpu, memory, pods)):
+    short = [t for t in asks if t.request.cpu > cpu or t.request.memory > memory or pods < 1]
+    whole_asks = [t for t in asks if not t.request.is_shared and not t.request.mig]
+    gpus = math.nan
+    if len(short) < len(asks) and whole_asks and not (node.shared_used or idle.mig or releasing.mig) \
+            and not any(t.request.is_shared or t.request.mig for t in tasks):
+        gpus = idle.gpus + releasing.gpus + sum(t.request.gpus for t in tasks)
+        short += [t for t in whole_asks if t.request.gpus > gpus + 1e-9 and all(t is not s for s in short)]
+    if not short:
+        return False
+    # the sums above are exact: whole numbers, each victim placed (its amounts then move to what
+    # is releasing), on this node, none with pending pods
+    values = [idle.cpu, releasing.cpu, idle.memory, releasing.memory, idle.pods, releasing.pods, cpu, memory, pods]
+    if not math.isnan(gpus):
+        values += (idle.gpus, releasing.gpus, gpus)
+    for t in tasks:
+        if t.node != name or t.status not in ACTIVE_ALLOCATED:
+            return False
+        values += (t.request.cpu, t.request.memory)
+        if not math.isnan(gpus):
+            values.append(t.request.gpus)
+    if not all(float(v).is_integer() and abs(v) < EXACT_SUMS for v in values) or victim_pending(ssn, tasks):
         return False
     touched = {name}
     before = solver.fitting_before
-    for t in {t.request: t for t in tasks_to_allocate(ssn, preemptor, False)}.values():
+    for t in short:
         req = t.request
-        if not (req.cpu > cpu or req.memory > memory or pods < 1
-                or (gpus is not None and not req.is_shared and not req.mig and req.gpus > gpus + 1e-9)):
-            continue
         known = before.get(req)
         if known is None:
             table = ssn.table
