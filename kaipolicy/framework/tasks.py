@@ -38,6 +38,13 @@ def in_order(items: Iterable[T], key: Callable[[T], Any]) -> list[T]:
 
 
 def _tasks_to_allocate(ssn: Session, job: Job, real: bool) -> list[Task]:
+    if len(job.pod_sets) == 1:
+        tasks = next(iter(job.pod_sets.values())).tasks
+        if len(tasks) == 1:
+            # one pod in one pod set (no order is asked of one item): the pod, when it should be
+            # placed, whether its pod set's minimum is met or not
+            task = next(iter(tasks.values()))
+            return [task] if task.should_allocate(real) else []
     pod_sets = in_order(job.pod_sets.values(), lambda ps: ssn.pod_set_key(ps, job))
     unsatisfied = sum(1 for ps in pod_sets if ps.active_allocated < ps.min_available)
     max_sets = unsatisfied if unsatisfied > 0 else 1
