@@ -117,7 +117,10 @@ class Job(CountsTasks):
 
     @property
     def has_pending(self) -> bool:
-        return any(t.status == Status.PENDING for t in self.tasks.values())
+        for t in self.tasks.values():   # (a loop, as in count: most jobs have one pod)
+            if t.status == Status.PENDING:
+                return True
+        return False
 
     @property
     def num_allocated(self) -> int:
@@ -148,7 +151,10 @@ class Job(CountsTasks):
         return message
 
     def is_elastic(self) -> bool:
-        return any(ps.is_elastic() for ps in self.pod_sets.values())
+        for ps in self.pod_sets.values():
+            if ps.min_available < len(ps.tasks):
+                return True
+        return False
 
     def is_stale(self) -> bool:
         """Some pod set is below its minimum while the job has active pods and none succeeded;

@@ -404,7 +404,14 @@ def victim_pending(ssn: Session, victims: Sequence[Task]) -> bool:
     """Some victim's job has pending pods: a simulation's failed re-placement of it records fit
     errors its owner reads, so no shortcut may stand in for that simulation."""
     jobs = ssn.cluster.jobs
-    return any(jobs[uid].has_pending for uid in {t.job for t in victims})
+    asked: set[str] = set()
+    for t in victims:
+        uid = t.job
+        if uid not in asked:
+            if jobs[uid].has_pending:
+                return True
+            asked.add(uid)
+    return False
 
 
 # A simulation leaves a trace on the pods it placed, as the reference's does: a pod keeps what it
