@@ -1032,12 +1032,24 @@ def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_t
             table = ssn.table
             rows = np.flatnonzero(fits_mask(table.whole(), t, with_releasing=True)).tolist()
             known = before[req] = ({table.nodes[i].name for i in rows} - touched, set(touched))
-        fitted, unknown = known
-        if any(name in feasible and name not in touched for name in fitted):
-            continue
-        if any(name in feasible and feasible[name].fits_idle_or_releasing(t) for name in touched | unknown):
-            continue
-        return True
+        if not _fits_somewhere(t, known, feasible, touched):
+            return True
+    return False
+
+
+def _fits_somewhere(t: Task, known: tuple[set[str], set[str]], feasible: dict[str, Node], touched: set[str]) -> bool:
+    """Whether the pod fits a feasible node now, from where its request fitted before (`known`:
+    the nodes it fitted then and those not asked then): an untouched node it fitted, or a touched
+    or unknown node it fits now. Loops, not generators: asked for every simulation."""
+    fitted, unknown = known
+    for name in fitted:
+        if name in feasible and name not in touched:
+            return True
+    for names in (touched, unknown):
+        for name in names:
+            node = feasible.get(name)
+            if node is not None and node.fits_idle_or_releasing(t):
+                return True
     return False
 
 
@@ -1131,8 +1143,11 @@ def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request
     """A pod of the job fits on none of the nodes even counting releasing resources, so placing
     the job must fail. While jobs are being placed nodes only fill up, so a plain request found
     hopeless once stays hopeless for the rest of the simulation."""
-    if job.root.topology is not None or any(ps.topology is not None for ps in job.pod_sets.values()):
+    if job.root.topology is not None:
         return False   # the topology hook records its own fit errors: let it run
+    for ps in job.pod_sets.values():
+        if ps.topology is not None:
+            return False
     candidates = [t for t in job.tasks.values() if t.should_allocate(False)]
     if not candidates:
         return False
