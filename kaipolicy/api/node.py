@@ -302,9 +302,13 @@ class Node:
     # ---- summaries ----------------------------------------------------------------------
     @property
     def has_shared_groups(self) -> bool:
+        if not self.shared_used:
+            return False   # (most nodes: no generator made)
         return any(v > 0 for v in self.shared_used.values())
 
     def shared_gpus_in_use(self) -> int:
+        if not self.shared_used:
+            return 0
         return sum(1 for v in self.shared_used.values() if v > 0)
 
     def used_gpus_total(self) -> int:
@@ -312,12 +316,13 @@ class Node:
 
     def idle_gpus_total(self) -> float:
         """Idle whole GPUs, free parts of shared GPUs and idle MIG slices (GetSumOfIdleGPUs)."""
-        shared = sum(1 - self.portion_of_memory(v) for v in self.shared_allocated.values() if v > 0)
+        shared = sum(1 - self.portion_of_memory(v) for v in self.shared_allocated.values() if v > 0) \
+            if self.shared_allocated else 0
         return shared + self.idle.gpus + self.idle.mig_gpus
 
     def releasing_gpus_total(self) -> float:
         shared = sum(self.portion_of_memory(v) for g, v in self.shared_releasing.items()
-                     if v > 0 and not self._gpu_releasing_from_shared(g))
+                     if v > 0 and not self._gpu_releasing_from_shared(g)) if self.shared_releasing else 0
         return shared + self.releasing.gpus + self.releasing.mig_gpus
 
     def _gpu_releasing_from_shared(self, group: str) -> bool:

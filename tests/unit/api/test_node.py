@@ -113,3 +113,19 @@ def test_a_node_holds_what_its_pods_add_up_to_through_any_run_of_placements_stat
         for got, want in ((n.used, used), (n.releasing, releasing), (n.idle, idle)):
             assert (got.cpu, got.memory, got.gpus, got.pods) == (want.cpu, want.memory, want.gpus, want.pods), step
             assert {k: v for k, v in got.mig.items() if v} == {k: v for k, v in want.mig.items() if v}, step
+
+
+def test_gpu_totals_count_whole_devices_and_the_free_parts_of_shared_ones_through_a_shared_pods_life() -> None:
+    n = make_node()
+    assert (n.idle_gpus_total(), n.releasing_gpus_total(), n.shared_gpus_in_use(), n.has_shared_groups) == (4, 0, 0, False)
+    n.add_task(task("w", 2, Status.RUNNING))
+    assert (n.idle_gpus_total(), n.shared_gpus_in_use()) == (2, 0)
+    half = task("h", 0.5, Status.RUNNING, ["g1"])
+    n.add_task(half)
+    assert (n.idle_gpus_total(), n.shared_gpus_in_use(), n.has_shared_groups) == (1.5, 1, True)
+    half.status = Status.RELEASING
+    n.update_task(half)
+    assert (n.releasing_gpus_total(), n.shared_gpus_in_use()) == (1.0, 1)
+    n.remove_task(half)
+    # the group's entries stay, at zero: no device is shared any more
+    assert (n.idle_gpus_total(), n.releasing_gpus_total(), n.shared_gpus_in_use(), n.has_shared_groups) == (2, 0, 0, False)
