@@ -1026,15 +1026,21 @@ def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_t
     before = solver.fitting_before
     if not read_before and any(req not in before for req in alike):
         return False
-    for req, t in alike.items():
-        known = before.get(req)
-        if known is None:
-            table = ssn.table
-            rows = np.flatnonzero(fits_mask(table.whole(), t, with_releasing=True)).tolist()
-            known = before[req] = ({table.nodes[i].name for i in rows} - touched, set(touched))
-        if not _fits_somewhere(t, known, feasible, touched):
+    for t in alike.values():
+        if not _fits_somewhere(t, _fitted_before(solver, t, touched), feasible, touched):
             return True
     return False
+
+
+def _fitted_before(solver: JobSolver, t: Task, touched: set[str]) -> tuple[set[str], set[str]]:
+    """Where the pod's request fitted before the partial job's first scenario that asks (see
+    JobSolver.fitting_before), read then from the nodes that scenario did not touch."""
+    known = solver.fitting_before.get(t.request)
+    if known is None:
+        table = solver.ssn.table
+        rows = np.flatnonzero(fits_mask(table.whole(), t, with_releasing=True)).tolist()
+        known = solver.fitting_before[t.request] = ({table.nodes[i].name for i in rows} - touched, set(touched))
+    return known
 
 
 def _fits_somewhere(t: Task, known: tuple[set[str], set[str]], feasible: dict[str, Node], touched: set[str]) -> bool:
@@ -1112,22 +1118,9 @@ def _short_before_evicting(solver: JobSolver, preemptor: Job, name: str, tasks: 
             values.append(t.request.gpus)
     if not all(float(v).is_integer() and abs(v) < EXACT_SUMS for v in values) or victim_pending(ssn, tasks):
         return False
+    # (asked now, the node itself fits the pod no better than after the evictions: it has less free)
     touched = {name}
-    before = solver.fitting_before
-    for t in short:
-        req = t.request
-        known = before.get(req)
-        if known is None:
-            table = ssn.table
-            rows = np.flatnonzero(fits_mask(table.whole(), t, with_releasing=True)).tolist()
-            known = before[req] = ({table.nodes[i].name for i in rows} - touched, set(touched))
-        fitted, unknown = known
-        if any(n in feasible and n not in touched for n in fitted):
-            continue
-        if any(n in feasible and n not in touched and feasible[n].fits_idle_or_releasing(t) for n in unknown):
-            continue
-        return True
-    return False
+    return any(not _fits_somewhere(t, _fitted_before(solver, t, touched), feasible, touched) for t in short)
 
 
 #: Whole numbers below this add up exactly in any order.
