@@ -57,7 +57,10 @@ def tasks_to_evict(ssn: Session, job: Job) -> tuple[list[Task], bool]:
     A pod set above its minimum gives up one pod (the last in task order); if no pod set is
     above its minimum, every pod set gives up all its pods (the gang goes as a whole).
     """
-    sets = sorted(job.pod_sets.values(), key=lambda ps: ssn.pod_set_key(ps, job), reverse=True)
+    # (no pod set's order key is asked of a single pod set, as the reference's sort compares none)
+    sets = list(job.pod_sets.values())
+    if len(sets) > 1:
+        sets.sort(key=lambda ps: ssn.pod_set_key(ps, job), reverse=True)
     above = any(ps.active_allocated > ps.min_available for ps in job.pod_sets.values())
     max_sets = 1 if above else len(sets)
     out: list[Task] = []

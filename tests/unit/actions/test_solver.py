@@ -86,6 +86,19 @@ def test_an_elastic_victim_gives_up_one_pod_at_a_time_then_its_gang_whole() -> N
     assert len(second) == 2 and not more
 
 
+def test_a_victim_of_one_pod_set_gives_up_its_pods_without_asking_the_pod_set_order() -> None:
+    # the reference's sort compares no single item, so a pod-set order rule is never asked there
+    ssn = _session([job("v", "q0", [{"state": "Running", "node": "n0"}] * 2, minAvailable=2)], [node("n0")])
+
+    def no_order(*_: object) -> tuple[object, ...]:
+        raise AssertionError("a pod set's order key was asked of a single pod set")
+
+    ssn.pod_set_key = no_order   # type: ignore[method-assign]
+    v = ssn.cluster.jobs["v"]
+    given, more = tasks_to_evict(ssn, v)
+    assert sorted(t.uid for t in given) == sorted(v.tasks) and not more
+
+
 def test_the_greedy_match_places_the_largest_need_first_on_the_roomiest_holder() -> None:
     cap = {"a": 8.0, "b": 4.0, "c": 0.0}
     assert greedy_match([4, 4, 4], ["a", "b", "c"], cap.__getitem__)
