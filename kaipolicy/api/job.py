@@ -151,8 +151,8 @@ class Job(CountsTasks):
         return message
 
     def is_elastic(self) -> bool:
-        for ps in self.pod_sets.values():
-            if ps.min_available < len(ps.tasks):
+        for ps in self.pod_sets.values():   # (a loop: asked of every victim, most have one pod set)
+            if ps.is_elastic():
                 return True
         return False
 

@@ -409,11 +409,8 @@ class Node:
                 releasing.memory += sign * memory
                 releasing.gpus += sign * gpus
                 releasing.pods += sign * 1.0
-                into, by = self.idle, -sign
-            elif status == Status.PIPELINED:
-                into, by = self.releasing, -sign
-            else:
-                into, by = self.idle, -sign
+            # a pipelined pod takes from what is releasing, any other from what is idle
+            into, by = (self.releasing if status == Status.PIPELINED else self.idle), -sign
             into.cpu += by * cpu
             into.memory += by * memory
             into.gpus += by * gpus

@@ -28,12 +28,12 @@ def tasks_to_allocate(ssn: Session, job: Job, real: bool) -> list[Task]:
     return list(cached)
 
 
-def in_order(items: Iterable[T], key: Callable[[T], Any]) -> list[T]:
-    """`sorted(items, key=key)`, without evaluating order rules when there is nothing to order
-    (as the reference's sort never compares a single item)."""
+def in_order(items: Iterable[T], key: Callable[[T], Any], reverse: bool = False) -> list[T]:
+    """`sorted(items, key=key, reverse=reverse)`, without evaluating order rules when there is
+    nothing to order (as the reference's sort never compares a single item)."""
     out = list(items)
     if len(out) > 1:
-        out.sort(key=key)
+        out.sort(key=key, reverse=reverse)
     return out
 
 

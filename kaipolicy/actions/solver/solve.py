@@ -26,7 +26,13 @@ from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _Queu
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver import placing
 from kaipolicy.actions.solver.evict import evict_all
-from kaipolicy.actions.solver.proofs import ReclaimRefusals, placed_alike, placed_back_alike, victim_pending
+from kaipolicy.actions.solver.proofs import (
+    EXACT_BELOW,
+    ReclaimRefusals,
+    placed_alike,
+    placed_back_alike,
+    victim_pending,
+)
 from kaipolicy.actions.solver.scenario import AnyScenario, Scenario, ScenarioView
 from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, VictimQueue, VictimSource
 from kaipolicy.actions.solver.views import partial_job
@@ -1017,16 +1023,14 @@ def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_t
     ssn = solver.ssn
     if not none_pending and victim_pending(ssn, victim_tasks):
         return False
-    tasks = tasks_to_allocate(ssn, preemptor, False)
-    # a pod's fit reads only its request: one pod per request is asked
-    alike = {t.request: t for t in tasks}
+    asks = solver.asks_of(preemptor)   # a pod's fit reads only its request: one pod per request
     if not FITS_FROM_BEFORE or len(touched) > TOUCHED_ASKED:
         view = ssn.table.view(nodes)
-        return any(not fits_mask(view, t, with_releasing=True).any() for t in alike.values())
+        return any(not fits_mask(view, t, with_releasing=True).any() for t in asks)
     before = solver.fitting_before
-    if not read_before and any(req not in before for req in alike):
+    if not read_before and any(t.request not in before for t in asks):
         return False
-    for t in alike.values():
+    for t in asks:
         if not _fits_somewhere(t, _fitted_before(solver, t, touched), feasible, touched):
             return True
     return False
@@ -1096,13 +1100,17 @@ def _short_before_evicting(solver: JobSolver, preemptor: Job, name: str, tasks: 
         cpu += req.cpu
         memory += req.memory
         pods += 1.0
-    short = [t for t in asks if t.request.cpu > cpu or t.request.memory > memory or pods < 1]
-    whole_asks = [t for t in asks if not t.request.is_shared and not t.request.mig]
-    gpus = math.nan
-    if len(short) < len(asks) and whole_asks and not (node.shared_used or idle.mig or releasing.mig) \
+    gpus = math.nan    # whole GPUs, counted only on a node where none is shared and no victim holds a part
+
+    def lacks(req: Request) -> bool:
+        return req.cpu > cpu or req.memory > memory or pods < 1 \
+            or (not req.is_shared and not req.mig and req.gpus > gpus + 1e-9)    # (False against NaN)
+
+    short = [t for t in asks if lacks(t.request)]
+    if len(short) < len(asks) and not (node.shared_used or idle.mig or releasing.mig) \
             and not any(t.request.is_shared or t.request.mig for t in tasks):
         gpus = idle.gpus + releasing.gpus + sum(t.request.gpus for t in tasks)
-        short += [t for t in whole_asks if t.request.gpus > gpus + 1e-9 and all(t is not s for s in short)]
+        short = [t for t in asks if lacks(t.request)]
     if not short:
         return False
     # the sums above are exact: whole numbers, each victim placed (its amounts then move to what
@@ -1116,15 +1124,11 @@ def _short_before_evicting(solver: JobSolver, preemptor: Job, name: str, tasks: 
         values += (t.request.cpu, t.request.memory)
         if not math.isnan(gpus):
             values.append(t.request.gpus)
-    if not all(float(v).is_integer() and abs(v) < EXACT_SUMS for v in values) or victim_pending(ssn, tasks):
+    if not all(float(v).is_integer() and abs(v) < EXACT_BELOW for v in values) or victim_pending(ssn, tasks):
         return False
     # (asked now, the node itself fits the pod no better than after the evictions: it has less free)
     touched = {name}
     return any(not _fits_somewhere(t, _fitted_before(solver, t, touched), feasible, touched) for t in short)
-
-
-#: Whole numbers below this add up exactly in any order.
-EXACT_SUMS = 2.0**53
 
 
 #: Nodes touched by a scenario's evictions past which a fit mask over every node is cheaper

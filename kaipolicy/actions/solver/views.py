@@ -17,6 +17,7 @@ from kaipolicy.api.node import Node
 from kaipolicy.api.task import Task
 from kaipolicy.framework.nodetable import NodeTable
 from kaipolicy.framework.session import Session
+from kaipolicy.framework.tasks import in_order
 
 
 def clone_with_tasks(job: Job, tasks: Iterable[Task], minimums: dict[str, int] | None = None) -> Job:
@@ -57,10 +58,7 @@ def tasks_to_evict(ssn: Session, job: Job) -> tuple[list[Task], bool]:
     A pod set above its minimum gives up one pod (the last in task order); if no pod set is
     above its minimum, every pod set gives up all its pods (the gang goes as a whole).
     """
-    # (no pod set's order key is asked of a single pod set, as the reference's sort compares none)
-    sets = list(job.pod_sets.values())
-    if len(sets) > 1:
-        sets.sort(key=lambda ps: ssn.pod_set_key(ps, job), reverse=True)
+    sets = in_order(job.pod_sets.values(), lambda ps: ssn.pod_set_key(ps, job), reverse=True)
     above = any(ps.active_allocated > ps.min_available for ps in job.pod_sets.values())
     max_sets = 1 if above else len(sets)
     out: list[Task] = []

@@ -189,8 +189,6 @@ def test_where_the_preemptor_fits_after_evictions_is_read_as_a_fit_mask_over_eve
     # too few even once emptied. A scenario that touches n0 first leaves n0's fit before unknown:
     # a later scenario touching only n1 must still find that the pod fits on n0, as a mask over
     # every node says.
-    from types import SimpleNamespace
-
     from kaipolicy.actions.solver import solve
     nodes = [node("n0", gpus=4), node("n1", gpus=1), node("n2", gpus=1)]
     running = [job(f"v{i}", "q1", tasks=[{"state": "Running", "node": n}]) for i, n in enumerate(["n0", "n1", "n2"])]
@@ -201,7 +199,7 @@ def test_where_the_preemptor_fits_after_evictions_is_read_as_a_fit_mask_over_eve
     want = ssn.cluster.jobs["want"]
     feasible = dict(ssn.cluster.nodes)
     victims = {n: next(iter(ssn.cluster.jobs[f"v{i}"].tasks.values())) for i, n in enumerate(["n0", "n1", "n2"])}
-    fast = SimpleNamespace(ssn=ssn, fitting_before={})
+    fast = JobSolver(ssn, "reclaim", feasible_nodes(ssn.node_list, want), list, None, "")
     for touched in (["n0"], ["n1"], ["n2", "n1"], ["n0", "n2"], ["n1"]):
         stmt = ssn.statement()
         tasks = [victims[n] for n in touched]
