@@ -68,8 +68,12 @@ def _amounts(r: Resources) -> Amounts:
     return (r.cpu, r.memory, r.gpus, r.pods, dict(r.mig) if r.mig else None)
 
 
-def _resources(a: Amounts) -> Resources:
-    return Resources(a[0], a[1], a[2], a[3], dict(a[4]) if a[4] else {})
+def _put(r: Resources, a: Amounts) -> None:
+    r.cpu, r.memory, r.gpus, r.pods = a[0], a[1], a[2], a[3]
+    if a[4]:
+        r.mig = dict(a[4])
+    elif r.mig:
+        r.mig = {}
 
 
 @dataclass(slots=True, eq=False)
@@ -368,7 +372,11 @@ class Node:
                 set(self.shared_marked_releasing), set(self.legacy_mig_tasks))
 
     def restore(self, snap: NodeState) -> None:
-        self.idle, self.used, self.releasing = _resources(snap[0]), _resources(snap[1]), _resources(snap[2])
+        # the amounts written back into the node's own Resources: a rollback restores a node
+        # for every eviction and placement a simulation made
+        _put(self.idle, snap[0])
+        _put(self.used, snap[1])
+        _put(self.releasing, snap[2])
         (self.tasks, self.shared_used, self.shared_releasing, self.shared_allocated, self.shared_marked_releasing,
          self.legacy_mig_tasks) = snap[3:]
 

@@ -41,6 +41,11 @@ class Operation:
 #: (False: each records it; the tests compare both). See Statement.evict.
 EVICTIONS_SHARE_RECORD = True
 
+#: Pipelines onto a node share the record of the first eviction or pipeline on it since the last
+#: checkpoint, as evictions do (False: each pipeline records the node; the tests compare both).
+#: See Statement.pipeline.
+PIPELINES_SHARE_RECORD = True
+
 
 class Statement:
     def __init__(self, session: Session) -> None:
@@ -73,7 +78,14 @@ class Statement:
             task.gpu_groups = list(on_node.gpu_groups)
             self.unevict(task, groups_before)
             return
-        op = self._record("pipeline", task, node_name)
+        # Only the first eviction or pipeline on a node since the last checkpoint records the
+        # node: a rollback ends at a checkpoint and undoes that one too, which restores the node
+        # (see evict). An allocation records the node always: converting a job's allocations to
+        # pipelines takes their records out of the log (a commit follows at once).
+        first = not (PIPELINES_SHARE_RECORD and node_name in self._kept_nodes)
+        op = self._record("pipeline", task, node_name, keep_node=first)
+        if first and PIPELINES_SHARE_RECORD:
+            self._kept_nodes.add(node_name)
         if moved_gpu and on_node is not None:
             op.previous_groups = list(on_node.gpu_groups)
         ssn.set_status(task, Status.PIPELINED)
@@ -164,8 +176,9 @@ class Statement:
             task.gpu_groups = list(op.previous_groups)
             task.is_virtual = op.previous_virtual
             if exact:
-                assert op.node_before is not None
-                node.restore(op.node_before)
+                if op.node_before is not None:
+                    node.restore(op.node_before)
+                # else an earlier eviction or pipeline on the node, undone after this, restores it
             else:
                 node.remove_task(task)
             # Kept on purpose: like the reference, the task keeps what it was last granted; the

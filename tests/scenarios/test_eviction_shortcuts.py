@@ -72,6 +72,8 @@ SHORTCUTS = {
     "the victim placed next read ahead, its sure placement not run where a refusal after it is certain":
         (solve, "NEXT_TURN_READ"),
     "evictions from one node between checkpoints share one record of the node": (statement, "EVICTIONS_SHARE_RECORD"),
+    "pipelines onto a node share the record of its first eviction or pipeline since a checkpoint":
+        (statement, "PIPELINES_SHARE_RECORD"),
     "a run's fit masks and scores carried to its next pod": (placement, "SCORES_CARRIED"),
     "a job of one pod set and no topology placed without walking its sub-group tree": (placement, "FLAT_JOBS_DIRECT"),
     "a pod's order key kept when the task-order rules read only its fixed fields": (session, "TASK_KEYS_KEPT"),

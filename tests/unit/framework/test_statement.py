@@ -111,6 +111,11 @@ def test_rollbacks_in_the_middle_restore_exactly_the_state_of_their_checkpoint()
                 # back where it was: cancels the eviction (for a shared pod, the one case where
                 # evicting again by the node's arithmetic could leave its groups' marks otherwise)
                 stmt.pipeline(t, t.node, False)
+            elif t.status == Status.RELEASING and not t.request.is_shared:
+                # a victim moved to another node with room for it
+                others = [n for n in ssn.cluster.nodes.values() if n.name != t.node and n.fits_idle_or_releasing(t)]
+                if others:
+                    stmt.pipeline(t, rng.choice(others).name)
         for cp, snap in reversed(live):
             stmt.rollback(cp)
             assert state(ssn) == snap, f"seed {seed}: rollback to {cp} differs"
@@ -174,6 +179,31 @@ def test_evictions_from_one_node_between_checkpoints_share_the_first_ones_record
     stmt.rollback(cp)
     assert state(ssn) == middle
     stmt.evict(ssn.cluster.jobs["r3"].tasks["r3-0"], "z")    # n1 again, after the rollback: recorded
+    assert stmt.operations[-1].node_before is not None
+    stmt.discard()
+    assert state(ssn) == before
+
+
+def test_pipelines_share_the_record_of_the_first_eviction_or_pipeline_on_their_node() -> None:
+    ssn = build()
+    before = state(ssn)
+    stmt = ssn.statement()
+    tasks = {t.name: t for j in ssn.cluster.jobs.values() for t in j.tasks.values()}
+    stmt.evict(tasks["r0-0"], "x")              # n0: recorded
+    stmt.pipeline(tasks["p0-0"], "n0")           # onto the room r0 leaves: shares the eviction's record
+    stmt.pipeline(tasks["p2-0"], "n2")           # n2: the first operation there since the start, recorded
+    stmt.pipeline(tasks["p4-0"], "n2")           # shares it
+    stmt.evict(tasks["r1-0"], "x")              # n1: recorded
+    assert [op.node_before is not None for op in stmt.operations] == [True, False, True, False, True]
+    cp = stmt.checkpoint()
+    middle = state(ssn)
+    stmt.evict(tasks["r2-0"], "y")              # n0 after a checkpoint: recorded again
+    stmt.pipeline(tasks["r1-0"], "n2")           # a victim moved: n2 after the checkpoint, recorded again
+    stmt.pipeline(tasks["p1-0"], "n0")           # shares the eviction's record after the checkpoint
+    assert [op.node_before is not None for op in stmt.operations[cp:]] == [True, True, False]
+    stmt.rollback(cp)
+    assert state(ssn) == middle
+    stmt.pipeline(tasks["p1-0"], "n0")           # after the rollback: recorded
     assert stmt.operations[-1].node_before is not None
     stmt.discard()
     assert state(ssn) == before
