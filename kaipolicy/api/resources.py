@@ -77,16 +77,17 @@ class Request:
     @staticmethod
     def build(cpu: float, memory: float, gpus: float = 0.0, gpu_memory: int = 0, devices: int | None = None,
               mig: dict[str, int] | None = None) -> Request:
+        """The request, one object for equal requests (see _interned)."""
         migs = tuple(sorted((k, int(v)) for k, v in (mig or {}).items() if v))
         if migs:
-            return Request(cpu, memory, 0, 0.0, 0, migs, RequestType.MIG)
+            return _interned(Request(cpu, memory, 0, 0.0, 0, migs, RequestType.MIG))
         if gpu_memory > 0:
-            return Request(cpu, memory, devices or 1, 0.0, gpu_memory, (), RequestType.GPU_MEMORY)
+            return _interned(Request(cpu, memory, devices or 1, 0.0, gpu_memory, (), RequestType.GPU_MEMORY))
         if gpus >= 1 and devices is None:
-            return Request(cpu, memory, int(gpus), 1.0, 0, (), RequestType.REGULAR)
+            return _interned(Request(cpu, memory, int(gpus), 1.0, 0, (), RequestType.REGULAR))
         if gpus > 0:
-            return Request(cpu, memory, devices or 1, gpus, 0, (), RequestType.FRACTION)
-        return Request(cpu, memory)
+            return _interned(Request(cpu, memory, devices or 1, gpus, 0, (), RequestType.FRACTION))
+        return _interned(Request(cpu, memory))
 
     # `gpus`: devices x portion (a GPU-memory request counts 0 here); `gpus_quota`: what queue
     # quota counts, whole or fractional devices plus MIG slices.
@@ -111,6 +112,23 @@ class Request:
 #: Grants (a request resolved on a node) remembered at once.
 GRANTS_KEPT = 4096
 _GRANTS: dict[tuple[Request, float, int], Request] = {}
+
+#: Requests built so far, one object per request: pods asking alike share it, so the dictionaries
+#: and tuples that requests key (fit masks, memos, grants) find it by identity instead of comparing
+#: every field. Kept by the fields' types too, so that a request never stands in for one whose
+#: numbers print otherwise (1000 and 1000.0 are equal). Cleared past REQUESTS_KEPT.
+REQUESTS_KEPT = 65536
+_REQUESTS: dict[tuple[Any, ...], Request] = {}
+
+
+def _interned(req: Request) -> Request:
+    key = (req, type(req.cpu), type(req.memory), type(req.count), type(req.portion), type(req.gpu_memory))
+    kept = _REQUESTS.get(key)
+    if kept is None:
+        if len(_REQUESTS) >= REQUESTS_KEPT:
+            _REQUESTS.clear()
+        kept = _REQUESTS[key] = req
+    return kept
 
 
 @dataclass(slots=True)

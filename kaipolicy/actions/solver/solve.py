@@ -1149,8 +1149,11 @@ def _cannot_fit(ssn: Session, job: Job, nodes: list[Node], hopeless: set[Request
     if not candidates:
         return False
     first = candidates[0].request
-    # Pods all alike: whichever of them are placed next, the first is enough to judge.
-    tasks = candidates[:1] if all(t.request == first for t in candidates) else tasks_to_allocate(ssn, job, False)
+    # Pods all alike: whichever of them are placed next, the first is enough to judge. (A lone pod
+    # is alike with itself: its request's dataclass equality, which builds two tuples of every
+    # field, is not asked.)
+    alike = len(candidates) == 1 or all(t.request is first or t.request == first for t in candidates)
+    tasks = candidates[:1] if alike else tasks_to_allocate(ssn, job, False)
     view = None
     for task in tasks:
         req = task.request

@@ -33,3 +33,15 @@ def test_a_request_unpickled_in_another_process_finds_its_equal() -> None:
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(REQUESTS), capture_output=True, env=env,
                          check=True)
     assert out.stdout.decode().strip() == "True"
+
+
+def test_equal_requests_built_apart_are_one_object_unless_their_numbers_print_otherwise() -> None:
+    a = Request.build(cpu=1000.0, memory=2.0**30, gpus=0.5)
+    b = Request.build(cpu=1000.0, memory=2.0**30, gpus=0.5)
+    assert a is b
+    assert Request.build(cpu=1000.0, memory=2.0**30, gpus=1) is Request.build(cpu=1000.0, memory=2.0**30, gpus=1)
+    assert Request.build(cpu=1000.0, memory=2.0**30, gpus=1) is not a
+    # equal, but an int where the other has a float: kept apart, as each prints its own
+    c = Request.build(cpu=1000, memory=2**30, gpus=0.5)
+    assert c == a and c is not a and repr(c) != repr(a)
+    assert Request.build(cpu=1000, memory=2**30, gpus=0.5) is c
