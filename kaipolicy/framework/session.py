@@ -41,6 +41,9 @@ SHARE_KEYED_QUEUE_KEYS = True
 #: never change (False: evaluate them at every sort; the tests compare both).
 TASK_KEYS_KEPT = True
 
+#: Status changes the status log holds before it starts over (see Session.status_changed_since).
+STATUS_LOG_KEPT = 1 << 20
+
 
 class Rule(Protocol):
     """What the framework needs of a compiled rule (see kaipolicy.rules); `vector` is called only
@@ -116,6 +119,10 @@ class Session:
         self._watched: set[str] = set()
         self.status_touched: set[str] = set()
         self.watched_changes = 0     # status changes of the watched jobs' pods so far
+        # the job of every status change since change number `status_log_base`, in order (see
+        # status_changed_since)
+        self.status_log: list[str] = []
+        self.status_log_base = 0
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
@@ -218,9 +225,25 @@ class Session:
         (never emptied): a reader of `status_changes` for many jobs need only look at those."""
         self._watched.update(uids)
 
+    def status_log_at(self) -> int:
+        """How many status changes were made so far (a position in the status log)."""
+        return self.status_log_base + len(self.status_log)
+
+    def status_changed_since(self, at: int) -> set[str] | None:
+        """The jobs whose pods changed status since `status_log_at()` was `at`; None when the log
+        has started over since (the caller looks at every job then)."""
+        if at < self.status_log_base:
+            return None
+        return set(self.status_log[at - self.status_log_base:])
+
     def set_status(self, task: Task, status: Status) -> None:
         task.status = status
         self.status_changes[task.job] = self.status_changes.get(task.job, 0) + 1
+        log = self.status_log
+        log.append(task.job)
+        if len(log) >= STATUS_LOG_KEPT:
+            self.status_log_base += len(log)
+            log.clear()
         if task.job in self._watched:
             self.status_touched.add(task.job)
             self.watched_changes += 1

@@ -41,21 +41,16 @@ class VictimQueue(JobsByQueue):
             key = self.key_memo[memo] = self.ssn.job_key(job)
         return key
 
-    def fill(self, jobs: Sequence[Job], kept: KeptLeaves | None = None) -> VictimQueue:
+    def fill(self, jobs: Sequence[Job], kept: KeptLeaves | None = None,
+             grouped: list[tuple[str, list[Job]]] | None = None) -> VictimQueue:
         """Load whole jobs (already filtered); leaves are created in input order. With `kept`,
-        each leaf's order is the one kept from the last fill, brought up to date."""
+        each leaf's order is the one kept from the last fill, brought up to date. `grouped`:
+        `by_queue(jobs)`, when the caller keeps it."""
         queues = self.ssn.cluster.queues
-        # grouped by queue name first and each queue checked once: a leaf comes where its first
-        # job comes in job order, as when every job was checked
-        by_queue: dict[str, list[Job]] = {}
-        for job in sorted(jobs, key=_order):
-            members = by_queue.get(job.queue)
-            if members is None:
-                members = by_queue[job.queue] = []
-            members.append(job)
         keys = self._job_keys
         key_of = self.key_of
-        for name, members in by_queue.items():
+        ssn = self.ssn
+        for name, members in (grouped if grouped is not None else by_queue(jobs)):
             q = queues.get(name)
             if q is None or (q.parent and q.parent not in queues) or not q.is_leaf:
                 continue
@@ -64,7 +59,8 @@ class VictimQueue(JobsByQueue):
             else:
                 leaf = _QueueNode(q, True, LeafVictims(keys))
             if kept is not None:
-                ascending = kept.ascending(q.uid, members, key_of, self.ssn.status_changes, keys)
+                ascending = kept.ascending(q.uid, members, key_of, ssn.status_changes, keys,
+                                           ssn.status_changed_since, ssn.status_log_at())
             else:
                 keyed = [(key_of(j), j) for j in members]
                 keyed.sort(key=_first)   # keys end with the job's uid: no two are equal
@@ -77,6 +73,18 @@ class VictimQueue(JobsByQueue):
             self._link(leaf)
             self._mark(leaf)
         return self
+
+
+def by_queue(jobs: Sequence[Job]) -> list[tuple[str, list[Job]]]:
+    """The jobs by queue name, in job order, each queue where its first job comes in job order
+    (so a leaf comes where it would if every job were checked, and each queue is checked once)."""
+    grouped: dict[str, list[Job]] = {}
+    for job in sorted(jobs, key=_order):
+        members = grouped.get(job.queue)
+        if members is None:
+            members = grouped[job.queue] = []
+        members.append(job)
+    return list(grouped.items())
 
 
 #: A leaf's victims are a list in key order popped from its end (False: a heap sifting like Go's,
@@ -113,27 +121,50 @@ class LeafVictims:
 LEAVES_KEPT = True
 
 
+class _Leaf:
+    """A leaf's kept order: keys and jobs ascending, each job's key and the count of status changes
+    it was taken at, the member list it was loaded from and the status log's position then."""
+
+    __slots__ = ("at", "by_uid", "jobs", "keys", "members", "then")
+
+    def __init__(self, keys: list[tuple[Any, ...]], jobs: list[Job], then: dict[str, int], members: list[Job],
+                 at: int) -> None:
+        self.keys, self.jobs, self.then, self.members, self.at = keys, jobs, then, members, at
+        self.by_uid = dict(zip([j.uid for j in jobs], keys))
+
+
 class KeptLeaves:
     """Per leaf queue, the whole jobs last loaded in ascending key order, with the count of status
     changes each key was taken at. Used only while job keys depend on the job alone (no job-order
     rule consults the session): a whole job's key then depends only on its pods' statuses, which
     change only through the session's set_status, which counts them. A job whose count is
     unchanged keeps its key and its place; keys end with the job's uid, so no two are equal and
-    the order is the sort's."""
+    the order is the sort's.
+
+    Loaded again from the same member list (the same victim source: the same jobs) and told which
+    jobs changed status since (`since`, from the session's status log), only those are looked at:
+    the others' counts are as they were."""
 
     def __init__(self) -> None:
-        self.leaves: dict[str, tuple[list[tuple[Any, ...]], list[Job], dict[str, int]]] = {}
+        self.leaves: dict[str, _Leaf] = {}
 
     def ascending(self, quid: str, members: list[Job], key_of: Callable[[Job], tuple[Any, ...]],
-                  counts: dict[str, int], keys_out: dict[str, tuple[Any, ...]]) -> list[Job]:
-        """The leaf's jobs in ascending key order (a new list), their keys put in `keys_out`."""
-        now = {j.uid: counts.get(j.uid, 0) for j in members}
+                  counts: dict[str, int], keys_out: dict[str, tuple[Any, ...]],
+                  since: Callable[[int], set[str] | None] | None = None, at: int = 0) -> list[Job]:
+        """The leaf's jobs in ascending key order (a new list), their keys put in `keys_out`.
+        `since(position)`: the jobs whose pods changed status since the status log stood there
+        (None when unknown), `at`: its position now."""
         kept = self.leaves.get(quid)
+        if kept is not None and since is not None and kept.members is members:
+            touched = since(kept.at)
+            if touched is not None:
+                return self._brought_up(kept, touched, key_of, counts, keys_out, at)
+        now = {j.uid: counts.get(j.uid, 0) for j in members}
         if kept is None:
             keyed = sorted([(key_of(j), j) for j in members], key=_first)
             keys, jobs = [k for k, _ in keyed], [j for _, j in keyed]
         else:
-            keys, jobs, then = kept
+            keys, jobs, then = kept.keys, kept.jobs, kept.then
             if then != now:
                 keys, jobs = list(keys), list(jobs)
                 for i in reversed(range(len(jobs))):       # gone, or its pods changed status
@@ -145,9 +176,33 @@ class KeptLeaves:
                         i = bisect.bisect_left(keys, k)
                         keys.insert(i, k)
                         jobs.insert(i, j)
-        self.leaves[quid] = (keys, jobs, now)
-        keys_out.update(zip([j.uid for j in jobs], keys))
+        leaf = self.leaves[quid] = _Leaf(keys, jobs, now, members, at)
+        keys_out.update(leaf.by_uid)
         return list(jobs)
+
+    @staticmethod
+    def _brought_up(kept: _Leaf, touched: set[str], key_of: Callable[[Job], tuple[Any, ...]],
+                    counts: dict[str, int], keys_out: dict[str, tuple[Any, ...]], at: int) -> list[Job]:
+        """`ascending` from the same members, of which only those in `touched` may have changed."""
+        then = kept.then
+        moved = [uid for uid in touched if uid in then and counts.get(uid, 0) != then[uid]]
+        if moved:
+            keys, jobs, by_uid = kept.keys, kept.jobs, kept.by_uid
+            again: list[Job] = []
+            for uid in moved:                              # out of their places
+                i = bisect.bisect_left(keys, by_uid[uid])
+                again.append(jobs[i])
+                del keys[i], jobs[i]
+            for j in again:                                # in again by their keys now
+                k = key_of(j)
+                i = bisect.bisect_left(keys, k)
+                keys.insert(i, k)
+                jobs.insert(i, j)
+                by_uid[j.uid] = k
+                then[j.uid] = counts.get(j.uid, 0)
+        kept.at = at
+        keys_out.update(kept.by_uid)
+        return list(kept.jobs)
 
 
 def _order(job: Job) -> int:
@@ -202,6 +257,7 @@ class VictimSource:
         self.one_leaf = len(leaves) == 1
         self.ascending = sorted(self.jobs, key=self.keys.key_of) if self.one_leaf else []
         self.task_owner = {t: j.uid for j in self.jobs for t in j.tasks} if self.one_leaf else {}
+        self.grouped: list[tuple[str, list[Job]]] | None = None
 
     def queue(self, recorded: set[str]) -> VictimOrder:
         if self.one_leaf:
@@ -215,7 +271,9 @@ class VictimSource:
             done = {u for u, n in per_job.items() if n == len(jobs[u].tasks)}
             items = [j for j in self.ascending if j.uid not in done] if done else list(self.ascending)
             return OneLeafQueue(self.keys, items)
-        return VictimQueue(self.ssn, self.memo).fill(self.jobs, self.kept)
+        if self.grouped is None:
+            self.grouped = by_queue(self.jobs)   # (the same lists for every fill: see KeptLeaves)
+        return VictimQueue(self.ssn, self.memo).fill(self.jobs, self.kept, self.grouped)
 
 
 class ScenarioBuilder:

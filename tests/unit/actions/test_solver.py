@@ -184,6 +184,35 @@ def test_a_kept_leaf_order_is_the_sort_of_its_jobs_whatever_joined_left_or_chang
         assert keys == {j.uid: key_of(j) for j in members}
 
 
+def test_a_kept_leaf_order_brought_up_from_the_status_log_is_the_sort_of_its_jobs() -> None:
+    # loads from a few member lists (the same list object again and again, as one victim source
+    # gives them, and now and then another), with the jobs whose counts moved told by a log
+    rng = random.Random(11)
+    jobs = [_Job(f"j{i:02d}") for i in range(40)]
+    counts: dict[str, int] = {}
+    log: list[str] = []
+    kept = KeptLeaves()
+
+    def key_of(j: _Job) -> tuple[int, str]:
+        return (counts.get(j.uid, 0) * 7919 % 5, j.uid)
+
+    def since(at: int) -> set[str] | None:
+        return set(log[at:]) if at >= 0 else None
+
+    lists = [sorted(rng.sample(jobs, rng.randint(1, 30)), key=lambda j: j.uid) for _ in range(3)]
+    for step in range(300):
+        for j in rng.sample(jobs, rng.randint(0, 4)):
+            for _ in range(rng.randint(1, 2)):     # changed twice: the count moves, the status is back
+                counts[j.uid] = counts.get(j.uid, 0) + 1
+                log.append(j.uid)
+        members = lists[0] if rng.random() < 0.8 else rng.choice(lists)
+        keys: dict[str, tuple[int, str]] = {}
+        got = kept.ascending("leaf", members, key_of, counts, keys, since, len(log))  # type: ignore[arg-type]
+        want = sorted(members, key=key_of)
+        assert [j.uid for j in got] == [j.uid for j in want], f"step {step}"
+        assert keys == {j.uid: key_of(j) for j in members}
+
+
 def test_where_the_preemptor_fits_after_evictions_is_read_as_a_fit_mask_over_every_node_reads_it() -> None:
     # n0 has room for the pending two-GPU pod before any eviction; n1 and n2 hold one GPU each,
     # too few even once emptied. A scenario that touches n0 first leaves n0's fit before unknown:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 from kaipolicy.api.node import Node
 from kaipolicy.api.task import Status, Task
 from kaipolicy.cycle import open_session
@@ -207,3 +209,25 @@ def test_pipelines_share_the_record_of_the_first_eviction_or_pipeline_on_their_n
     assert stmt.operations[-1].node_before is not None
     stmt.discard()
     assert state(ssn) == before
+
+
+def test_the_status_log_tells_which_jobs_changed_since_a_position_until_it_starts_over(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kaipolicy.framework import session as session_module
+    monkeypatch.setattr(session_module, "STATUS_LOG_KEPT", 6)
+    ssn = build()
+    stmt = ssn.statement()
+    tasks = {t.name: t for j in ssn.cluster.jobs.values() for t in j.tasks.values()}
+    start = ssn.status_log_at()
+    stmt.evict(tasks["r0-0"], "x")
+    stmt.evict(tasks["r1-0"], "x")
+    middle = ssn.status_log_at()
+    assert ssn.status_changed_since(start) == {"r0", "r1"}
+    stmt.rollback(0)
+    assert ssn.status_changed_since(middle) == {"r0", "r1"}     # undone: changed again
+    assert ssn.status_changed_since(ssn.status_log_at()) == set()
+    stmt.evict(tasks["r2-0"], "x")
+    assert ssn.status_changed_since(start) == {"r0", "r1", "r2"}
+    stmt.evict(tasks["r3-0"], "x")                               # the sixth change: the log starts over
+    assert ssn.status_changed_since(start) is None
+    assert ssn.status_changed_since(ssn.status_log_at()) == set()
