@@ -10,6 +10,7 @@ accept the scenario, and the solution of the whole job is the Statement left app
 
 from __future__ import annotations
 
+import bisect
 import enum
 import math
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -733,8 +734,10 @@ def _stepwise_lines(ssn: Session, shared: SortedJobs, left_out: set[str], keys: 
     out: list[tuple[QueueShare, list[Job]]] = []
     for share, parts in lines:
         last = max(keys[j.uid] for j in parts)
-        others = [(e[0], e[2]) for e in shared.leaves.get(share.queue.uid, ())
-                  if e[2].uid not in left_out and e[0] < last]
+        entries = shared.leaves.get(share.queue.uid, [])
+        # (the leaf's entries ascend by key: those below `last` are the ones before its place)
+        below = entries[:bisect.bisect_left(entries, last, key=_entry_key)]
+        others = [(e[0], e[2]) for e in below if e[2].uid not in left_out]
         merged = sorted([*others, *((keys[j.uid], j) for j in parts)], key=lambda e: e[0])
         out.append((share, [j for _, j in merged]))
     return _Stepwise(ssn, out, taking_part)
@@ -755,6 +758,10 @@ ONE_LINE_AT_ONCE = True
 #: to pop its turns from the order (False: the order is loaded; the tests compare both). See
 #: _Stepwise.
 TURNS_ONE_BY_ONE = True
+
+
+def _entry_key(entry: tuple[Any, int, Job]) -> Any:
+    return entry[0]
 
 
 class _Stepwise:
