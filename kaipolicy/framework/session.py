@@ -119,9 +119,9 @@ class Session:
         self._watched: set[str] = set()
         self.status_touched: set[str] = set()
         self.watched_changes = 0     # status changes of the watched jobs' pods so far
-        # the job of every status change since change number `status_log_base`, in order (see
-        # status_changed_since)
-        self.status_log: list[str] = []
+        # the job of every status change since change number `status_log_base`, in order, once a
+        # reader has asked where the log stands (see status_changed_since)
+        self.status_log: list[str] | None = None
         self.status_log_base = 0
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
@@ -226,24 +226,31 @@ class Session:
         self._watched.update(uids)
 
     def status_log_at(self) -> int:
-        """How many status changes were made so far (a position in the status log)."""
-        return self.status_log_base + len(self.status_log)
+        """A position in the status log, which is kept from the first call on (a session whose
+        readers never ask keeps none). Past STATUS_LOG_KEPT changes the log starts over here, so
+        it holds at most that many plus what one reader's turn adds."""
+        log = self.status_log
+        if log is None:
+            log = self.status_log = []
+        elif len(log) >= STATUS_LOG_KEPT:
+            self.status_log_base += len(log)
+            log.clear()
+        return self.status_log_base + len(log)
 
     def status_changed_since(self, at: int) -> set[str] | None:
-        """The jobs whose pods changed status since `status_log_at()` was `at`; None when the log
+        """The jobs whose pods changed status since `status_log_at()` gave `at`; None when the log
         has started over since (the caller looks at every job then)."""
-        if at < self.status_log_base:
+        log = self.status_log
+        if log is None or at < self.status_log_base:
             return None
-        return set(self.status_log[at - self.status_log_base:])
+        return set(log[at - self.status_log_base:])
 
     def set_status(self, task: Task, status: Status) -> None:
         task.status = status
         self.status_changes[task.job] = self.status_changes.get(task.job, 0) + 1
         log = self.status_log
-        log.append(task.job)
-        if len(log) >= STATUS_LOG_KEPT:
-            self.status_log_base += len(log)
-            log.clear()
+        if log is not None:
+            log.append(task.job)
         if task.job in self._watched:
             self.status_touched.add(task.job)
             self.watched_changes += 1

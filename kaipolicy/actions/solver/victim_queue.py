@@ -125,12 +125,19 @@ class _Leaf:
     """A leaf's kept order: keys and jobs ascending, each job's key and the count of status changes
     it was taken at, the member list it was loaded from and the status log's position then."""
 
-    __slots__ = ("at", "by_uid", "jobs", "keys", "members", "then")
+    __slots__ = ("_by_uid", "at", "jobs", "keys", "members", "then")
 
     def __init__(self, keys: list[tuple[Any, ...]], jobs: list[Job], then: dict[str, int], members: list[Job],
                  at: int) -> None:
         self.keys, self.jobs, self.then, self.members, self.at = keys, jobs, then, members, at
-        self.by_uid = dict(zip([j.uid for j in jobs], keys))
+        self._by_uid: dict[str, tuple[Any, ...]] | None = None
+
+    @property
+    def by_uid(self) -> dict[str, tuple[Any, ...]]:
+        """Each job's key, made when first asked (a leaf loaded once never asks)."""
+        if self._by_uid is None:
+            self._by_uid = dict(zip([j.uid for j in self.jobs], self.keys))
+        return self._by_uid
 
 
 class KeptLeaves:
@@ -176,8 +183,8 @@ class KeptLeaves:
                         i = bisect.bisect_left(keys, k)
                         keys.insert(i, k)
                         jobs.insert(i, j)
-        leaf = self.leaves[quid] = _Leaf(keys, jobs, now, members, at)
-        keys_out.update(leaf.by_uid)
+        self.leaves[quid] = _Leaf(keys, jobs, now, members, at)
+        keys_out.update(zip([j.uid for j in jobs], keys))
         return list(jobs)
 
     @staticmethod

@@ -218,16 +218,22 @@ def test_the_status_log_tells_which_jobs_changed_since_a_position_until_it_start
     ssn = build()
     stmt = ssn.statement()
     tasks = {t.name: t for j in ssn.cluster.jobs.values() for t in j.tasks.values()}
+    stmt.evict(tasks["r3-0"], "x")                               # before the log is asked for: not kept
+    assert ssn.status_changed_since(0) is None
     start = ssn.status_log_at()
     stmt.evict(tasks["r0-0"], "x")
     stmt.evict(tasks["r1-0"], "x")
     middle = ssn.status_log_at()
     assert ssn.status_changed_since(start) == {"r0", "r1"}
-    stmt.rollback(0)
+    stmt.rollback(1)
     assert ssn.status_changed_since(middle) == {"r0", "r1"}     # undone: changed again
     assert ssn.status_changed_since(ssn.status_log_at()) == set()
     stmt.evict(tasks["r2-0"], "x")
     assert ssn.status_changed_since(start) == {"r0", "r1", "r2"}
-    stmt.evict(tasks["r3-0"], "x")                               # the sixth change: the log starts over
+    assert ssn.status_log_at() == start + 5
+    stmt.evict(tasks["r1-0"], "x")                               # the sixth change
+    now = ssn.status_log_at()                                    # the log starts over where asked
     assert ssn.status_changed_since(start) is None
-    assert ssn.status_changed_since(ssn.status_log_at()) == set()
+    assert ssn.status_changed_since(now) == set()
+    stmt.discard()
+    assert ssn.status_changed_since(now) == {"r1", "r2", "r3"}   # (r0 was rolled back already)
