@@ -201,12 +201,17 @@ class Job(CountsTasks):
             ps.parent = None
 
     def allocated_resources(self) -> Resources:
-        total = Resources()
+        # summed in the pods' order as Resources.add would (x + 1.0 * a is x + a), without a
+        # Resources per pod: every victim popped from an eviction order asks
+        cpu = memory = gpus = pods = 0.0
         for t in self.tasks.values():
             if t.status in ALLOCATED:
                 acc = t.accepted or t.request
-                total.add(Resources(acc.cpu, acc.memory, acc.gpus_quota, 1.0))
-        return total
+                cpu += acc.cpu
+                memory += acc.memory
+                gpus += acc.gpus_quota
+                pods += 1.0
+        return Resources(cpu, memory, gpus, pods)
 
     def elastic_state(self) -> int:
         """0 below min-available in some pod set, 1 exactly at it, 2 above it (elastic order)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kaipolicy.api.job import Job
-from kaipolicy.api.task import Status
+from kaipolicy.api.resources import Resources
+from kaipolicy.api.task import ALLOCATED, Status
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from tests.fuzz.generate import scenario as generated
 from tests.unit.helpers import job, node, scenario
@@ -22,6 +23,26 @@ def stale_by_definition(j: Job) -> bool:
 def test_a_job_is_stale_exactly_as_defined_on_generated_clusters(seed: int) -> None:
     cluster = scenario_from_doc(generated(seed), f"<seed {seed}>").snapshot()
     assert [j.is_stale() for j in cluster.jobs.values()] == [stale_by_definition(j) for j in cluster.jobs.values()]
+
+
+def allocated_by_definition(j: Job) -> Resources:
+    """Each allocated pod's grant (its request when it has none) added up as Resources."""
+    total = Resources()
+    for t in j.tasks.values():
+        if t.status in ALLOCATED:
+            acc = t.accepted or t.request
+            total.add(Resources(acc.cpu, acc.memory, acc.gpus_quota, 1.0))
+    return total
+
+
+def test_a_jobs_allocated_resources_are_its_allocated_pods_grants_added_up() -> None:
+    fractions = 0
+    for seed in [*range(0, 80, 4), 120, 241]:
+        cluster = scenario_from_doc(generated(seed), f"<seed {seed}>").snapshot()
+        jobs = list(cluster.jobs.values())
+        assert [j.allocated_resources() for j in jobs] == [allocated_by_definition(j) for j in jobs], f"seed {seed}"
+        fractions += sum(1 for j in jobs if not float(j.allocated_resources().gpus).is_integer())
+    assert fractions > 0   # (the sums met GPU fractions)
 
 
 @pytest.mark.parametrize(("states", "minimum", "stale"), [
