@@ -126,6 +126,10 @@ class Session:
         self.pipelines: list[PipelineRecord] = []
         self.action = ""
         self.cache: dict[Any, Any] = {}   # per-session memo for built-ins (keyed by their own tuples)
+        # per job uid, until one of its pods changes status: the pods to place next and what they
+        # ask for (framework/tasks.py)
+        self.next_tasks: dict[str, list[Task]] = {}
+        self.next_request: dict[str, fairshare.Vec] = {}
         self.labelled: dict[str, LabelledUsage] = {}   # GPUs per queue by node label, once a rule asks
         self.errors: list[Outcome] = []
         # while work is done ahead of its turn (see hold_errors): the held errors' audit fields
@@ -254,8 +258,8 @@ class Session:
         if task.job in self._watched:
             self.status_touched.add(task.job)
             self.watched_changes += 1
-        self.cache.pop(("tasks-to-allocate", task.job), None)
-        self.cache.pop(("init-request", task.job), None)
+        self.next_tasks.pop(task.job, None)
+        self.next_request.pop(task.job, None)
 
     def on_allocate(self, task: Task) -> None:
         self.shares.on_allocate(self.cluster.jobs[task.job], task, +1.0)

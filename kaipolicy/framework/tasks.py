@@ -21,10 +21,9 @@ T = TypeVar("T")
 
 def tasks_to_allocate(ssn: Session, job: Job, real: bool) -> list[Task]:
     # Memoised like the reference: the first caller's `real` wins until a task changes status.
-    key = ("tasks-to-allocate", job.uid)
-    cached = ssn.cache.get(key)
+    cached = ssn.next_tasks.get(job.uid)
     if cached is None:
-        cached = ssn.cache[key] = _tasks_to_allocate(ssn, job, real)
+        cached = ssn.next_tasks[job.uid] = _tasks_to_allocate(ssn, job, real)
     return list(cached)
 
 
@@ -69,8 +68,7 @@ def _tasks_to_allocate(ssn: Session, job: Job, real: bool) -> list[Task]:
 
 def init_request_quantities(ssn: Session, job: Job) -> Vec:
     """What the job's next tasks ask for, as queue quota counts it (GetTasksToAllocateInitResource)."""
-    key = ("init-request", job.uid)
-    cached: Vec | None = ssn.cache.get(key)   # the memo holds what this function stored under the key
+    cached = ssn.next_request.get(job.uid)
     if cached is not None:
         return cached
     total: Vec = {"cpu": 0.0, "memory": 0.0, "gpu": 0.0}
@@ -83,5 +81,5 @@ def init_request_quantities(ssn: Session, job: Job) -> Vec:
             q["gpu"] += t.request.count * (t.request.gpu_memory / mgm)
         for r in total:
             total[r] += q[r]
-    ssn.cache[key] = total
+    ssn.next_request[job.uid] = total
     return total

@@ -359,14 +359,13 @@ class _Ahead:
 @contextmanager
 def _memo_of(ssn: Session, uid: str) -> Iterator[None]:
     """While a partial job is simulated it owns the session's per-job memos of its uid."""
-    keys = (("tasks-to-allocate", uid), ("init-request", uid))
-    for k in keys:
-        ssn.cache.pop(k, None)
+    ssn.next_tasks.pop(uid, None)
+    ssn.next_request.pop(uid, None)
     try:
         yield
     finally:
-        for k in keys:
-            ssn.cache.pop(k, None)
+        ssn.next_tasks.pop(uid, None)
+        ssn.next_request.pop(uid, None)
 
 
 # ---- one scenario ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from kaipolicy.framework.tasks import tasks_to_allocate
 def _session() -> Any:
     def no_order(*_: Any) -> Any:
         raise AssertionError("an order key was asked of a single item")
-    return SimpleNamespace(cache={}, pod_set_key=no_order, task_key=no_order)
+    return SimpleNamespace(next_tasks={}, next_request={}, pod_set_key=no_order, task_key=no_order)
 
 
 def _job(statuses: list[Status], min_available: int, virtual: bool = False) -> Job:
