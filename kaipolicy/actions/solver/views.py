@@ -63,8 +63,10 @@ def tasks_to_evict(ssn: Session, job: Job) -> tuple[list[Task], bool]:
     max_sets = 1 if above else len(sets)
     out: list[Task] = []
     for ps in sets[:max_sets]:
-        running = [t for t in ps.tasks.values() if ssn.evictable(t)]
-        running.sort(key=lambda t: ssn.task_key(t, job), reverse=True)
+        # (a lone pod is not ordered: the reference's sort compares no single item, so the task
+        # order is not asked of it and a failing task-order rule records nothing)
+        running = in_order([t for t in ps.tasks.values() if ssn.evictable(t)], lambda t: ssn.task_key(t, job),
+                           reverse=True)
         n = 1 if len(running) > ps.min_available else len(running)
         out.extend(running[:n])
     return out, len(out) < sum(1 for t in job.tasks.values() if ssn.evictable(t))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 from kaipolicy.actions.heap import GoHeap
 from kaipolicy.actions.solver import JobSolver, feasible_nodes, solve, tasks_to_evict
@@ -97,6 +98,25 @@ def test_a_victim_of_one_pod_set_gives_up_its_pods_without_asking_the_pod_set_or
     v = ssn.cluster.jobs["v"]
     given, more = tasks_to_evict(ssn, v)
     assert sorted(t.uid for t in given) == sorted(v.tasks) and not more
+
+
+def test_a_victims_lone_running_pod_is_given_up_without_asking_the_task_order() -> None:
+    # nor is a pod ordered alone: the task order is asked only where two pods are compared
+    ssn = _session([job("v", "q0", [{"state": "Running", "node": "n0"}]),
+                    job("w", "q0", [{"state": "Running", "node": "n0"}] * 2, minAvailable=1)], [node("n0")])
+    asked: list[str] = []
+    real = ssn.task_key
+
+    def noting(task: Any, job: Any) -> Any:
+        asked.append(task.name)
+        return real(task, job)
+
+    ssn.task_key = noting   # type: ignore[method-assign]
+    v, w = ssn.cluster.jobs["v"], ssn.cluster.jobs["w"]
+    given, more = tasks_to_evict(ssn, v)
+    assert given == list(v.tasks.values()) and not more and asked == []
+    given, more = tasks_to_evict(ssn, w)
+    assert len(given) == 1 and more and sorted(asked) == sorted(t.name for t in w.tasks.values())
 
 
 def test_the_greedy_match_places_the_largest_need_first_on_the_roomiest_holder() -> None:
