@@ -57,6 +57,7 @@ class SessionRule:
         "field_reads",
         "file",
         "fixed_for_pod",
+        "fixed_on_node",
         "head_call",
         "hook_name",
         "label",
@@ -104,6 +105,7 @@ class SessionRule:
         self.field_reads = rule.field_reads
         self.alike_scopes = rule.alike_scopes
         self.fixed_for_pod = rule.fixed_for_pod
+        self.fixed_on_node = rule.fixed_on_node
         self.message = bound.message
         self.vectorizable = bool(rule.vectorizable and bound.vector is not None)
 

@@ -44,6 +44,13 @@ TASK_KEYS_KEPT = True
 #: Status changes the status log holds before it starts over (see Session.status_changed_since).
 STATUS_LOG_KEPT = 1 << 20
 
+#: Remember, per pod and node, that every predicate reading only their fields that never change
+#: passed, and skip those predicates when the pod is asked about that node again (False: ask
+#: them every time; the tests compare both). See Session.predicate_on.
+FIXED_PREDICATES_KEPT = True
+#: Pod and node pairs remembered so, at most (the memo starts over past it).
+FIXED_PASSES_KEPT = 1 << 20
+
 
 class Rule(Protocol):
     """What the framework needs of a compiled rule (see kaipolicy.rules); `vector` is called only
@@ -102,6 +109,8 @@ class Session:
         self._job_keys_by_fields: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._task_keys: dict[str, tuple[Any, ...]] = {}
         self._task_keys_fixed = False
+        self._fixed_predicates: list[bool] | None = None    # see add_rules
+        self._fixed_passes: set[tuple[str, str]] = set()   # (pod uid, node name): see predicate_on
         self._queue_keys_by_share = False
         self._summing_scores = False     # see add_rules
         self._lone_unscored = False
@@ -213,6 +222,12 @@ class Session:
         self._task_keys_fixed = (TASK_KEYS_KEPT and not self.shadow["taskOrder"]
                                  and all(getattr(r, "fixed_for_pod", False) for r in self.hooks["taskOrder"]))
         self._task_keys.clear()
+        # Predicates whose verdict for a pod on a node is the same all session long (rules/alike.py:
+        # fixed_on_the_node), by position; None when none is, or when coverage counts every
+        # evaluation.
+        fixed = [bool(getattr(r, "fixed_on_node", False)) for r in self.hooks["predicate"]]
+        self._fixed_predicates = fixed if any(fixed) else None
+        self._fixed_passes.clear()
 
     def release(self) -> None:
         """Drop everything the session holds, once its cycle has been read (see cycle.release):
@@ -690,8 +705,19 @@ class Session:
         return out
 
     def predicate_on(self, task: Task, job: Job, node: Node) -> Outcome | None:
-        """The predicates on one node, scalar: None when all pass, else the first denial."""
-        for rule in self.hooks["predicate"]:
+        """The predicates on one node, scalar: None when all pass, else the first denial.
+
+        Once every predicate passed for the pod on the node, those that read only fields of both
+        that never change (`_fixed_predicates`) are not asked again there: they would pass again,
+        and a passing rule records nothing. A denial or an error is asked again each time, as
+        it records each time."""
+        fixed = self._fixed_predicates if FIXED_PREDICATES_KEPT and self.coverage is None else None
+        pair = (task.uid, node.name)
+        passed = fixed is not None and pair in self._fixed_passes
+        skip = fixed if passed else None
+        for k, rule in enumerate(self.hooks["predicate"]):
+            if skip is not None and skip[k]:
+                continue
             value = self._node_call(rule, task, job, node)
             if value is _ERROR:
                 return _node_error(node, self.errors[-1])
@@ -700,6 +726,10 @@ class Session:
                     self.coverage.hit(rule.label)
                 msg = self._message(rule, (task, job, node), f"node {node.name} rejected by {rule.label}")
                 return Outcome(Code.DENY, rule.label, msg)
+        if fixed is not None and not passed:
+            if len(self._fixed_passes) >= FIXED_PASSES_KEPT:
+                self._fixed_passes.clear()
+            self._fixed_passes.add(pair)
         return None
 
     def node_values(self, rule: Rule, task: Task, job: Job, nodes: Sequence[Node], view: NodeVector,

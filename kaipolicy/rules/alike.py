@@ -65,6 +65,23 @@ def fixed_for_the_pod(trees: Mapping[str, t.Expr], names: Sequence[str], vocabul
     return all(walker.fixed(tree, None) for key, tree in trees.items() if key != "message")
 
 
+#: Node fields that no placement changes in a session: its name, labels, allocatable amounts,
+#: GPU kind and memory, schedulability and conditions. A field added to the model is left out
+#: until it is put here (a test names every field).
+FIXED_NODE_FIELDS = frozenset({"name", "labels", "allocatableGpus", "gpuCount", "allocatableCpuMillis",
+                               "allocatableMemoryBytes", "gpuMemoryMiB", "gpuMemorySynced", "unschedulable",
+                               "cpuOnly", "migEnabled", "migStrategy", "ready", "notReadyReason"})
+
+
+def fixed_on_the_node(trees: Mapping[str, t.Expr], names: Sequence[str], vocabulary: Vocabulary) -> bool:
+    """Whether a node-level rule's value (the message aside) reads nothing but the pod's and the
+    node's fields that never change in a session, its arguments and functions declared `fixed`:
+    no job, queue or session. Its value for a pod on a node is then the same all session long."""
+    walker = _Walker(set(names), vocabulary, {"task": FIXED_POD_FIELDS, "node": FIXED_NODE_FIELDS},
+                     lambda spec: spec.fixed, [])
+    return all(walker.fixed(tree, None) for key, tree in trees.items() if key != "message")
+
+
 class _Walker:
     """Whether an expression reads the hook's values only through the `allowed` fields (None: any
     use of that value), and the session only through functions `function_ok` accepts; collects

@@ -13,7 +13,7 @@ from typing import Any
 
 from kaipolicy.framework.hooks import Form, HookKind
 from kaipolicy.rules import tree as t
-from kaipolicy.rules.alike import carried_scopes, fixed_for_the_pod
+from kaipolicy.rules.alike import carried_scopes, fixed_for_the_pod, fixed_on_the_node
 from kaipolicy.rules.cost import RUNTIME_BUDGET, Meter
 from kaipolicy.rules.emit import FIELDS, HELPERS, METER, Emitter, Namespace
 from kaipolicy.rules.runtime import EvalError, failure
@@ -83,6 +83,9 @@ class CompiledRule:
     alike_scopes: tuple[Any, ...] | None = None
     # its value reads only the pod's fields that never change and its arguments (rules/alike.py)
     fixed_for_pod: bool = False
+    # its value reads only the pod's and the node's fields that never change, its arguments and
+    # `fixed` functions (rules/alike.py)
+    fixed_on_node: bool = False
 
     def scalar(self, *values: Any) -> Any:
         """The body's value, or None when the rule's guard (`when`) is false or it has no body."""
@@ -163,7 +166,8 @@ def compile_rule(rule: RuleInput, trees: Mapping[str, t.Expr], vocabulary: Vocab
                         all(is_total(tree, types) for key, tree in trees.items() if key != "message"),
                         plain_field_reads(trees, hook.names, vocabulary, types),
                         carried_scopes(trees, hook.names, vocabulary),
-                        fixed_for_the_pod(trees, hook.names, vocabulary))
+                        fixed_for_the_pod(trees, hook.names, vocabulary),
+                        fixed_on_the_node(trees, hook.names, vocabulary))
 
 
 #: Field types whose values are plain, hashable and compared by value.

@@ -226,8 +226,8 @@ def _topology_score_vector(cluster: Session, task: Task, job: Job, node: NodeVec
 
 
 def _f(name: str, params: tuple[str, ...], result: str, impl: Any, vector: Any = None, doc: str = "",
-       per_node: bool = False, scope_key: Any = None) -> FunctionSpec:
-    return FunctionSpec(name, params, result, impl, vector, doc, per_node, scope_key)
+       per_node: bool = False, scope_key: Any = None, fixed: bool = False) -> FunctionSpec:
+    return FunctionSpec(name, params, result, impl, vector, doc, per_node, scope_key, fixed)
 
 
 FUNCTIONS = {f.name: f for f in (
@@ -244,10 +244,12 @@ FUNCTIONS = {f.name: f for f in (
     _f("placement.spread", ("double", "double"), "double", _spread, _spread, "free / total, 0 when total is 0.",
        per_node=True),
     _f("affinity.nodeMatches", ("Task", "Node"), "bool", affinity.node_affinity_matches,
-       _node_affinity_vector, "The node has the task's nodeSelector labels and satisfies its required node affinity."),
+       _node_affinity_vector, "The node has the task's nodeSelector labels and satisfies its required node affinity.",
+       fixed=True),
     _f("affinity.untoleratedTaint", ("Task", "Node"), "string", affinity.untolerated_taint,
        _untolerated_taint_vector,
-       "The first NoSchedule or NoExecute taint of the node the task does not tolerate, as a message; '' when none."),
+       "The first NoSchedule or NoExecute taint of the node the task does not tolerate, as a message; '' when none.",
+       fixed=True),
     _f("affinity.podFits", ("Cluster", "Task", "Node"), "bool", _pod_affinity, _pod_affinity_vector,
        "The task's required pod affinity and anti-affinity hold on the node."),
     _f("capacity.onNode", ("Cluster", "Task", "Job", "Node"), "string", _cap_on_node,

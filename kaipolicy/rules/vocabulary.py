@@ -50,7 +50,11 @@ class FunctionSpec:
     placing a pod on one node changes it on no other node. `scope_key`, for such a function that
     also compares each node against the whole node set (bin-packing's least and most free): what
     of the set it compares against, given the set as a NodeVector and the call's literal
-    arguments that are not the hook's values."""
+    arguments that are not the hook's values.
+
+    `fixed`: its value for a pod and a node reads only their fields that no placement changes in
+    a session (the pod's spec, the node's labels, taints and conditions), so it is the same all
+    session long for that pod on that node."""
 
     name: str
     params: tuple[str, ...]
@@ -60,6 +64,7 @@ class FunctionSpec:
     doc: str = ""
     per_node: bool = False
     scope_key: Callable[..., Any] | None = None
+    fixed: bool = False
 
 
 @dataclass(frozen=True)

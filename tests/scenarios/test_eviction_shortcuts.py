@@ -74,6 +74,8 @@ SHORTCUTS = {
     "evictions from one node between checkpoints share one record of the node": (statement, "EVICTIONS_SHARE_RECORD"),
     "pipelines onto a node share the record of its first eviction or pipeline since a checkpoint":
         (statement, "PIPELINES_SHARE_RECORD"),
+    "predicates reading only fields that never change not asked again of a pod on a node where all passed":
+        (session, "FIXED_PREDICATES_KEPT"),
     "a run's fit masks and scores carried to its next pod": (placement, "SCORES_CARRIED"),
     "a job of one pod set and no topology placed without walking its sub-group tree": (placement, "FLAT_JOBS_DIRECT"),
     "a pod's order key kept when the task-order rules read only its fixed fields": (session, "TASK_KEYS_KEPT"),

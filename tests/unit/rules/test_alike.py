@@ -124,3 +124,42 @@ def test_every_field_of_the_model_is_classed_as_fixed_or_moving() -> None:
     assert TASK_FIELDS <= FIXED_POD_FIELDS
     for var, spec in (("job", "Job"), ("podSet", "PodSet"), ("queue", "Queue"), ("subGroup", "SubGroup")):
         assert set(TYPES[spec].fields) == FIXED_FIELDS[var] | moving[spec], spec
+
+
+#: predicate deny expression -> whether it reads only the pod's and the node's fields that never change
+PREDICATES = {
+    "labels": ("node.labels['pool'] != 'a' || !('p' in task.labels)", True),
+    "condition": ("node.notReadyReason != '' || node.unschedulable", True),
+    "taint": ("affinity.untoleratedTaint(task, node) != ''", True),
+    "room": ("node.freePods < 1.0", False),
+    "queue": ("capacity.onNode(cluster, task, job, node) != ''", False),
+    "job": ("job.priority > 100", False),
+    "status": ("task.status == 'Pending' && node.gpuCount == 0", False),
+    "pods": ("!affinity.podFits(cluster, task, node)", False),
+    "argument": ("node.gpuCount < args.least", True),
+}
+
+
+def test_a_predicate_is_fixed_on_a_node_exactly_when_it_reads_only_fields_that_never_change(tmp_path: Path) -> None:
+    rules = "\n".join(f'  - {{name: {name}, hook: predicate, deny: "{expr}"}}'
+                      for name, (expr, _) in PREDICATES.items())
+    (tmp_path / "preds.yaml").write_text("plugin: preds\narguments:\n  least: {type: int, default: 1}\nrules:\n"
+                                         + rules + "\n")
+    bundle = load_bundle([POLICIES, tmp_path], VOCABULARY)
+    found = {r.name: r.fixed_on_node for r in bundle.plugins["preds"].rules}   # type: ignore[attr-defined]
+    assert found == {name: fixed for name, (_, fixed) in PREDICATES.items()}
+
+
+def test_the_default_predicates_fixed_on_a_node_are_those_of_spec_labels_taints_and_conditions() -> None:
+    bundle = load_bundle([POLICIES], VOCABULARY)
+    found = {r.name: r.fixed_on_node for r in bundle.plugins["predicates"].rules}   # type: ignore[attr-defined]
+    assert {name for name, fixed in found.items() if fixed} == {
+        "gpu-memory-synced", "unschedulable", "node-condition", "taints", "node-affinity"}
+
+
+def test_every_node_field_is_classed_as_fixed_or_moving() -> None:
+    from kaipolicy.rules.alike import FIXED_NODE_FIELDS
+    from kaipolicy.rules.standard import TYPES
+    moving = {"idleGpus", "releasingGpus", "freeGpus", "freeCpuMillis", "freeMemoryBytes", "freePods"}
+    assert set(TYPES["Node"].fields) == FIXED_NODE_FIELDS | moving
+    assert not FIXED_NODE_FIELDS & moving
