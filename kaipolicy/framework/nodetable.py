@@ -97,10 +97,11 @@ PATCH_ROWS = 16
 #: Marks past which the changed rows are not told apart: a simulation marks its few nodes again
 #: and again (each eviction, placement and undo), so many marks are often few rows.
 PATCH_MARKS = 256
-#: Node attributes no task changes: never re-read when a node is marked dirty.
+#: Node attributes no task changes: never re-read when a node is marked dirty. (Its conditions and
+#: taints are the snapshot's all session long.)
 STATIC = frozenset({"name", "labels", "gpu_memory", "gpu_memory_synced", "mig_enabled", "mig_strategy",
                     "unschedulable", "gpu_count", "cpu_only", "allocatable_gpus", "allocatable_cpu_millis",
-                    "allocatable_memory_bytes"})
+                    "allocatable_memory_bytes", "ready", "not_ready_reason", "tainted"})
 
 
 class NodeTable:
