@@ -7,7 +7,7 @@ and each queue is judged by the victims already taken from it plus its next one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -289,9 +289,9 @@ class JobsByQueue:
             best: Job = leaf.children.peek()
             if self.victims:
                 quid = leaf.queue.uid
-                victims = [*self.popped.get(quid, []), best]
-                if SUM_TAKEN_VICTIMS:
-                    victims = TakenVictims(victims, self.taken.get(quid, (0.0, 0.0, 0.0)))
+                popped = self.popped.get(quid, [])
+                victims: Sequence[Job] = (TakenVictims(popped, best, self.taken.get(quid, (0.0, 0.0, 0.0)))
+                                          if SUM_TAKEN_VICTIMS else [*popped, best])
                 node.key = self.ssn.queue_key(node.queue, None, victims)
             else:
                 node.key = self.ssn.queue_key(node.queue, best)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from kaipolicy.api.resources import Resources
 from kaipolicy.api.task import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, Status, Task, qualified
@@ -240,14 +242,37 @@ class Job(CountsTasks):
         return f"Job({self.name}, queue={self.queue})"
 
 
-class TakenVictims(list[Job]):
+class TakenVictims(Sequence[Job]):
     """The victims a queue is judged by in an eviction order: those already taken from it, then
     its next one. `taken` is the allocated (CPU, memory, GPUs) of all but the last, summed in
-    order as the order took them, so judging a queue does not re-sum every earlier victim."""
+    order as the order took them, so judging a queue does not re-sum every earlier victim; the
+    whole list is made only when something reads it (a queue-order rule), not at every pop of an
+    order that may have taken thousands. `earlier` is read as it stands now: what is appended to
+    it later is not part of this sequence."""
 
-    __slots__ = ("taken",)
+    __slots__ = ("_jobs", "_size", "earlier", "last", "taken")
 
-    def __init__(self, jobs: list[Job], taken: tuple[float, float, float]) -> None:
-        super().__init__(jobs)
-        self.taken = taken
+    def __init__(self, earlier: list[Job], last: Job, taken: tuple[float, float, float]) -> None:
+        self.earlier, self.last, self.taken = earlier, last, taken
+        self._size = len(earlier)
+        self._jobs: list[Job] | None = None
 
+    def jobs(self) -> list[Job]:
+        """The victims as a list: those taken, then the next one."""
+        if self._jobs is None:
+            self._jobs = [*self.earlier[:self._size], self.last]
+        return self._jobs
+
+    def __len__(self) -> int:
+        return self._size + 1
+
+    @overload
+    def __getitem__(self, index: int) -> Job: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Job]: ...
+
+    def __getitem__(self, index: int | slice) -> Job | list[Job]:
+        return self.jobs()[index]
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self.jobs())

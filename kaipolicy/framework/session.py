@@ -863,7 +863,7 @@ class Session:
         if isinstance(victims, TakenVictims):
             # the earlier victims' sum, kept by the order: the same additions in the same order
             vict["cpu"], vict["memory"], vict["gpu"] = victims.taken
-            victims = victims[-1:]
+            victims = [victims.last]
         for v in victims:
             res = v.allocated_resources()
             vict["cpu"] += res.cpu

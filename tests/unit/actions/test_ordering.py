@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kaipolicy.actions import ordering
@@ -115,3 +117,39 @@ def test_a_disposed_order_is_freed_by_reference_counting_alone() -> None:
     finally:
         if was:
             gc.enable()
+
+
+def _four_victims() -> tuple[Any, list[Any]]:
+    running = [{"state": "Running", "node": "n0"}]
+    ssn = open_session(scenario([node("n0", gpus=8)], [job(f"v{i}", "q0", running) for i in range(4)]).snapshot(),
+                       SchedulerConfig(), default_bundle())
+    return ssn, sorted(ssn.cluster.jobs.values(), key=lambda j: j.name)
+
+
+def test_taken_victims_are_the_earlier_ones_as_they_stood_then_the_next_made_into_a_list_only_when_read() -> None:
+    from kaipolicy.api.job import TakenVictims
+    _, jobs = _four_victims()
+    earlier = jobs[:2]
+    victims = TakenVictims(earlier, jobs[2], (1.0, 2.0, 3.0))
+    earlier.append(jobs[3])                     # the order takes another one later
+    assert len(victims) == 3 and victims.last is jobs[2] and victims.taken == (1.0, 2.0, 3.0)
+    assert list(victims) == jobs[:3] and victims[-1] is jobs[2] and victims[-1:] == [jobs[2]]
+    assert victims[0] is jobs[0] and victims.jobs() is victims.jobs()
+
+
+def test_a_queue_order_rule_reading_the_victims_sees_every_victim_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    # with a rule of its own (not the built-in's key) the session hands the rule the whole list
+    from kaipolicy.api.job import TakenVictims
+    ssn, jobs = _four_victims()
+    seen: list[list[str]] = []
+    real = ssn._env
+
+    def noting(**values: Any) -> Any:
+        if "victims" in values:
+            seen.append([j.name for j in values["victims"]])
+        return real(**values)
+
+    monkeypatch.setattr(ssn, "_env", noting)
+    monkeypatch.setattr(type(ssn), "queue_keys_remembered", property(lambda self: False))
+    ssn.queue_key(ssn.cluster.queues["q0"], None, TakenVictims(jobs[:2], jobs[2], (0.0, 0.0, 0.0)))
+    assert seen == [["v0", "v1", "v2"]]
