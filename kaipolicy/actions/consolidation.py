@@ -104,7 +104,7 @@ def _attempt(ssn: Session, job: Job) -> tuple[bool, Statement | None, list[Task]
                 continue
             if cap > 0 and len(out) > cap:
                 continue
-            if not any(ssn.evictable(t) for t in v.tasks.values()):
+            if not ssn.has_evictable(v):
                 continue
             out.append(v)
         return out
@@ -135,7 +135,7 @@ class _VictimJobs:
     def ask(self, job: Job, count: int) -> bool:
         ssn = self.ssn
         answer = (has_live_pod(ssn, job) and job.preemptible
-                  and any(ssn.evictable(t) for t in job.tasks.values()))
+                  and ssn.has_evictable(job))
         self.known[job.uid] = (count, answer)
         return answer
 

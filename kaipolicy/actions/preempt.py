@@ -43,7 +43,7 @@ def _attempt(ssn: Session, job: Job, rules: str) -> tuple[bool, Statement | None
     def victims() -> list[Job]:
         return [v for v in ssn.cluster.jobs.values()
                 if v.queue == job.queue and v.uid != job.uid and v.preemptible and v.priority < job.priority
-                and any(ssn.evictable(t) for t in v.tasks.values())
+                and ssn.has_evictable(v)
                 and has_live_pod(ssn, v) and ssn.preempt_victim_filter(job, v).ok]
 
     solver = JobSolver(ssn, ACTION, feasible_nodes(ssn.node_list, job, ssn.table), victims,

@@ -324,6 +324,15 @@ class Session:
         again (moved) is not taken a second time."""
         return task.status in ACTIVE_ALLOCATED and task.uid not in self.evicted
 
+    def has_evictable(self, job: Job) -> bool:
+        """Some pod of the job is `evictable` (a loop, not a generator: the eviction actions ask
+        it of every job for every job they try)."""
+        evicted = self.evicted
+        for t in job.tasks.values():
+            if t.status in ACTIVE_ALLOCATED and t.uid not in evicted:
+                return True
+        return False
+
     def record_eviction(self, task: Task, message: str, reason: dict[str, str], node: str = "") -> None:
         """`node`: where the pod was evicted from (a victim the solver moved is elsewhere by now)."""
         self.evicted.add(task.uid)

@@ -237,3 +237,16 @@ def test_the_status_log_tells_which_jobs_changed_since_a_position_until_it_start
     assert ssn.status_changed_since(now) == set()
     stmt.discard()
     assert ssn.status_changed_since(now) == {"r1", "r2", "r3"}   # (r0 was rolled back already)
+
+
+def test_a_job_has_an_evictable_pod_exactly_when_one_of_its_pods_is_evictable() -> None:
+    ssn = build()
+    stmt = ssn.statement()
+    tasks = {t.name: t for j in ssn.cluster.jobs.values() for t in j.tasks.values()}
+    stmt.evict(tasks["r0-0"], "x")          # committed: evicted in this session
+    stmt.commit()
+    stmt = ssn.statement()
+    stmt.pipeline(tasks["p0-0"], "n2")       # pipelined: active, not evicted
+    answers = {j.name: ssn.has_evictable(j) for j in ssn.cluster.jobs.values()}
+    assert answers == {j.name: any(ssn.evictable(t) for t in j.tasks.values()) for j in ssn.cluster.jobs.values()}
+    assert not answers["r0"] and answers["r1"] and answers["p0"] and not answers["p1"]
