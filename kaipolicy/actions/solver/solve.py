@@ -133,6 +133,10 @@ class JobSolver:
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending_order: SortedJobs | None = None
         self._node_list: list[Node] = []
+        # the feasible dict the list was last read from (held, so its identity is not reused),
+        # and the count of its changes then
+        self.feasible_changes = 0
+        self._node_list_of: tuple[dict[str, Node] | None, int] = (None, -1)
         # per partial job and request of its pods: the nodes it fitted before the evictions (see
         # _preemptor_cannot_fit), and the nodes whose fit then is not known
         self.fitting_before: dict[Request, tuple[set[str], set[str]]] = {}
@@ -149,11 +153,21 @@ class JobSolver:
 
     def node_list(self, feasible: dict[str, Node]) -> list[Node]:
         """The feasible nodes as a list, the same list while they stay the same nodes: the node
-        table knows a list by its identity, so its arrays of them are not built again."""
+        table knows a list by its identity, so its arrays of them are not built again. Not read
+        again while `feasible` is the dict it was read from and has not changed since (its
+        changes bump `feasible_changes`)."""
+        seen = (feasible, self.feasible_changes)
+        if self._node_list_of[0] is seen[0] and self._node_list_of[1] == seen[1]:
+            return self._node_list
         nodes = list(feasible.values())
         if nodes != self._node_list:    # (nodes compare by identity)
             self._node_list = nodes
+        self._node_list_of = seen
         return self._node_list
+
+    def feasible_changed(self) -> None:
+        """A node was added to or taken out of the feasible nodes a walk simulates on."""
+        self.feasible_changes += 1
 
     def solve(self, job: Job) -> tuple[bool, Statement | None, list[Task]]:
         self.where = f"in {self.action}, trying victims for job {job.name}"
@@ -402,6 +416,8 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
                     if t.node not in feasible:
                         feasible[t.node] = ssn.cluster.nodes[t.node]
                         added.append(t.node)
+                if added:
+                    solver.feasible_changed()
                 # A proven refusal ends the scenario as a refused simulation would; one that would
                 # not place the preemptor goes on to the next node and takes the added nodes back
                 # out, so a proof stands in for the simulation only where both end alike.
@@ -412,6 +428,8 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
                     return result
                 for name in added:
                     feasible.pop(name, None)
+                if added:
+                    solver.feasible_changed()
                 stmt.rollback(cp)
     except StatementError:
         pass

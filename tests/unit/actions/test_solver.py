@@ -328,3 +328,22 @@ def test_one_key_settles_a_victim_queue_s_turns_only_when_every_turn_s_key_is_be
         told = solve._VictimLine(share, victims).all_below(ssn, limit)
         assert told is None or all(k < limit for k in keys)
     stmt.discard()
+
+
+def test_the_feasible_node_list_is_read_again_only_when_the_feasible_nodes_changed() -> None:
+    ssn = open_session(scenario([node(f"n{i}") for i in range(3)], [job("want")]).snapshot(), SchedulerConfig(),
+                       default_bundle())
+    solver = JobSolver(ssn, "reclaim", ssn.node_list, list, None, "")
+    n0, n1, n2 = (ssn.cluster.nodes[f"n{i}"] for i in range(3))
+    feasible = {"n0": n0, "n1": n1}
+    first = solver.node_list(feasible)
+    assert first == [n0, n1] and solver.node_list(feasible) is first
+    feasible["n2"] = n2                       # as a scenario adds its victims' node
+    solver.feasible_changed()
+    grown = solver.node_list(feasible)
+    assert grown == [n0, n1, n2] and solver.node_list(feasible) is grown
+    del feasible["n2"]                        # and takes it out again
+    solver.feasible_changed()
+    assert solver.node_list(feasible) == [n0, n1]
+    again = {"n0": n0, "n1": n1}              # another partial job's dict of the same nodes
+    assert solver.node_list(again) == [n0, n1] and solver.node_list(again) is solver.node_list(feasible)
