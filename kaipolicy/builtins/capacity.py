@@ -133,9 +133,15 @@ def queue_order_key_unmemoised(shares: Shares, qs: QueueShare, job_request: Vec 
         starved = starved and at_most(with_job, deserved)
         zero_share_violation = zero_share_violation or (cap_raw == 0 and with_job > 0)
         extra = requested - (victims[r] if victims else 0.0)
-        # the dominant share with the job (less the victims) and without it
-        with_extra = max(with_extra, _share_of(held + extra, cap))
-        plain = max(plain, _share_of(held + 0.0, cap))
+        # the dominant share with the job (less the victims) and without it: held over what is
+        # allocatable, or times the multiplier where nothing is (written out: every order key of
+        # every simulation asks)
+        if cap == 0:
+            share, share_plain = (held + extra) * NO_FAIR_SHARE_DRF_MULTIPLIER, (held + 0.0) * NO_FAIR_SHARE_DRF_MULTIPLIER
+        else:
+            share, share_plain = (held + extra) / cap, (held + 0.0) / cap
+        with_extra = max(with_extra, share)
+        plain = max(plain, share_plain)
     return [
         1 if over_used else 0,
         0 if starved else 1,
@@ -166,10 +172,6 @@ def _fixed_parts(shares: Shares, qs: QueueShare) -> tuple[list[_Fixed], Dominanc
     dominance = Dominance(allocatable)
     shares.order_fixed[qs.queue.uid] = (qs, fixed, dominance)
     return fixed, dominance
-
-
-def _share_of(allocated: float, allocatable: float) -> float:
-    return allocated * NO_FAIR_SHARE_DRF_MULTIPLIER if allocatable == 0 else allocated / allocatable
 
 
 def _required(tasks: list[Task]) -> Vec:
