@@ -6,6 +6,7 @@ in MiB, CPU in millicores, memory in bytes. MIG slices are named counts (`nvidia
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -122,6 +123,8 @@ _REQUESTS: dict[tuple[Any, ...], Request] = {}
 
 
 def _interned(req: Request) -> Request:
+    if _negative_zero(req.cpu) or _negative_zero(req.memory) or _negative_zero(req.portion):
+        return req   # equal to the request with 0.0 there, but not the same numbers
     key = (req, type(req.cpu), type(req.memory), type(req.count), type(req.portion), type(req.gpu_memory))
     kept = _REQUESTS.get(key)
     if kept is None:
@@ -186,3 +189,7 @@ class Resources:
 def covers_amounts(req: Request, cpu: float, memory: float, gpus: float, pods: float) -> bool:
     """Resources.covers but for MIG slices, on amounts given one by one."""
     return not (req.cpu > cpu or req.memory > memory or pods < 1 or req.gpus > gpus + 1e-9)
+
+
+def _negative_zero(value: float) -> bool:
+    return value == 0 and math.copysign(1.0, value) < 0

@@ -45,3 +45,9 @@ def test_equal_requests_built_apart_are_one_object_unless_their_numbers_print_ot
     c = Request.build(cpu=1000, memory=2**30, gpus=0.5)
     assert c == a and c is not a and repr(c) != repr(a)
     assert Request.build(cpu=1000, memory=2**30, gpus=0.5) is c
+
+
+def test_a_request_with_a_negative_zero_is_not_taken_for_the_one_with_zero() -> None:
+    plus = Request.build(cpu=0.0, memory=1.0)
+    minus = Request.build(cpu=-0.0, memory=1.0)
+    assert plus == minus and minus is not plus and str(minus.cpu) == "-0.0"
