@@ -4,10 +4,7 @@ with any bind, eviction, fit error or pod state."""
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,15 +13,12 @@ from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.cli.bundle import load
 from kaipolicy.cycle import run_cycle
 from kaipolicy.framework.config import Params, config_from
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.unit.bench_modules import bench_module
 
 
 @pytest.fixture
 def decisions(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.syspath_prepend(str(BENCH))
-    sys.modules.pop("decisions", None)
-    return importlib.import_module("decisions")
+    return bench_module(monkeypatch, "decisions")
 
 
 def digest_of(decisions: Any, ssn: Any) -> str:

@@ -4,23 +4,17 @@ large shape (the part callgrind counts), and a wrong switch is refused before an
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kaipolicy.actions.solver import solve
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.unit.bench_modules import bench_module
 
 
 @pytest.fixture
 def instructions(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.syspath_prepend(str(BENCH))
-    sys.modules.pop("instructions", None)
-    return importlib.import_module("instructions")
+    return bench_module(monkeypatch, "instructions")
 
 
 def args(**kw: Any) -> argparse.Namespace:
