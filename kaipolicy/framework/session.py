@@ -327,9 +327,9 @@ class Session:
     def has_evictable(self, job: Job) -> bool:
         """Some pod of the job is `evictable` (a loop, not a generator: the eviction actions ask
         it of every job for every job they try)."""
-        evicted = self.evicted
+        evictable = self.evictable
         for t in job.tasks.values():
-            if t.status in ACTIVE_ALLOCATED and t.uid not in evicted:
+            if evictable(t):
                 return True
         return False
 
