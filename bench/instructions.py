@@ -117,6 +117,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.step is None:
         args.step = 1 if args.shape == "large" else 3
+    if args.shape == "large" and args.offset:
+        raise SystemExit("--offset applies to the openb trace only (large is cut by --step)")
     if args.step < 1 or args.offset < 0:
         raise SystemExit("--step must be at least 1 and --offset at least 0")
     if args.inner:

@@ -137,11 +137,11 @@ def queue_order_key_unmemoised(shares: Shares, qs: QueueShare, job_request: Vec 
         # allocatable, or times the multiplier where nothing is (written out: every order key of
         # every simulation asks)
         if cap == 0:
-            share, share_plain = (held + extra) * NO_FAIR_SHARE_DRF_MULTIPLIER, (held + 0.0) * NO_FAIR_SHARE_DRF_MULTIPLIER
+            with_extra = max(with_extra, (held + extra) * NO_FAIR_SHARE_DRF_MULTIPLIER)
+            plain = max(plain, (held + 0.0) * NO_FAIR_SHARE_DRF_MULTIPLIER)
         else:
-            share, share_plain = (held + extra) / cap, (held + 0.0) / cap
-        with_extra = max(with_extra, share)
-        plain = max(plain, share_plain)
+            with_extra = max(with_extra, (held + extra) / cap)
+            plain = max(plain, (held + 0.0) / cap)
     return [
         1 if over_used else 0,
         0 if starved else 1,

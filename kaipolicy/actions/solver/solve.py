@@ -156,13 +156,13 @@ class JobSolver:
         table knows a list by its identity, so its arrays of them are not built again. Not read
         again while `feasible` is the dict it was read from and has not changed since (its
         changes bump `feasible_changes`)."""
-        seen = (feasible, self.feasible_changes)
-        if self._node_list_of[0] is seen[0] and self._node_list_of[1] == seen[1]:
+        read_from, changes = self._node_list_of
+        if read_from is feasible and changes == self.feasible_changes:
             return self._node_list
         nodes = list(feasible.values())
         if nodes != self._node_list:    # (nodes compare by identity)
             self._node_list = nodes
-        self._node_list_of = seen
+        self._node_list_of = (feasible, self.feasible_changes)
         return self._node_list
 
     def feasible_changed(self) -> None:

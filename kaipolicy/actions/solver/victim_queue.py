@@ -41,16 +41,15 @@ class VictimQueue(JobsByQueue):
             key = self.key_memo[memo] = self.ssn.job_key(job)
         return key
 
-    def fill(self, jobs: Sequence[Job], kept: KeptLeaves | None = None,
-             grouped: list[tuple[str, list[Job]]] | None = None) -> VictimQueue:
-        """Load whole jobs (already filtered); leaves are created in input order. With `kept`,
-        each leaf's order is the one kept from the last fill, brought up to date. `grouped`:
-        `by_queue(jobs)`, when the caller keeps it."""
+    def fill(self, grouped: list[tuple[str, list[Job]]], kept: KeptLeaves | None = None) -> VictimQueue:
+        """Load whole jobs (already filtered), grouped by queue as `by_queue` gives them; leaves are
+        created in that order. With `kept`, each leaf's order is the one kept from the last fill,
+        brought up to date."""
         queues = self.ssn.cluster.queues
         keys = self._job_keys
         key_of = self.key_of
         ssn = self.ssn
-        for name, members in (grouped if grouped is not None else by_queue(jobs)):
+        for name, members in grouped:
             q = queues.get(name)
             if q is None or (q.parent and q.parent not in queues) or not q.is_leaf:
                 continue
@@ -280,7 +279,7 @@ class VictimSource:
             return OneLeafQueue(self.keys, items)
         if self.grouped is None:
             self.grouped = by_queue(self.jobs)   # (the same lists for every fill: see KeptLeaves)
-        return VictimQueue(self.ssn, self.memo).fill(self.jobs, self.kept, self.grouped)
+        return VictimQueue(self.ssn, self.memo).fill(self.grouped, self.kept)
 
 
 class ScenarioBuilder:
