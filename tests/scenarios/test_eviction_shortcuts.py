@@ -53,6 +53,7 @@ SHORTCUTS = {
     "each turn read from the keys when it comes, where the bounds cannot settle the turns": (solve, "TURNS_ONE_BY_ONE"),
     "one key bounding every turn of a single victim queue": (solve, "ONE_LINE_AT_ONCE"),
     "a simulation ends once the victims' turns leave the preemptor fitting nowhere": (solve, "HOPELESS_AFTER_VICTIMS"),
+    "a simulation ends once the preemptor asks more whole GPUs than the nodes have free": (solve, "WHOLE_GPUS_COUNTED"),
     "evictions from one node not made where the preemptor is short of room on it even with them":
         (solve, "SHORT_BEFORE_EVICTING"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
@@ -196,6 +197,39 @@ def test_clusters_under_reclaim_pressure_with_an_overcommitted_node_decide_alike
     assert differ == []
 
 
+def _gang_beside_an_overcommitted_node() -> dict[str, Any]:
+    """A gang of two 1-GPU pods and a CPU-only one (so every node is worth trying, the
+    overcommitted one too) reclaiming both pods of a queue with no deserved share."""
+    node = {"gpus": 2, "gpuMemoryMiB": 40000, "cpuMillis": 64000, "memoryBytes": 256 * 2**30, "maxPods": 110}
+    doc = {
+        "name": "a gang reclaims beside an overcommitted node", "actions": ["reclaim"], "cycles": 1,
+        "params": {"allowConsolidatingReclaim": True},
+        "departments": [{"name": "d0", "creationOrder": 0}],
+        "queues": [{"name": "mine", "parent": "d0", "creationOrder": 0, "deserved": {"gpu": 2}},
+                   {"name": "theirs", "parent": "d0", "creationOrder": 1, "deserved": {"gpu": 0}}],
+        "nodes": [{"name": "n0", **node}],
+        "jobs": [{"name": "victim", "queue": "theirs", "priority": 50, "createdMinutesAgo": 30,
+                  "perTask": {"gpus": 1, "cpuMillis": 100}, "minAvailable": 2,
+                  "tasks": [{"state": "Running", "node": "n0"}] * 2},
+                 {"name": "gang", "queue": "mine", "priority": 50, "createdMinutesAgo": 5,
+                  "perTask": {"gpus": 1, "cpuMillis": 100}, "minAvailable": 3,
+                  "tasks": [{"state": "Pending"}] * 2
+                  + [{"state": "Pending", "resources": {"gpus": 0, "cpuMillis": 100}}]}],
+    }
+    return overcommitted(doc, 2)
+
+
+def test_a_gang_beside_an_overcommitted_node_reclaims_alike_with_the_shortcuts_off() -> None:
+    # WHOLE_GPUS_COUNTED counts what a node can still give as none where its free GPUs are below
+    # zero: counted as less than none, the overcommitted node's -2 cancelled n0's 2 and the gang's
+    # reclaim was refused as short of whole GPUs
+    doc = _gang_beside_an_overcommitted_node()
+    report = simulate(scenario_from_doc(doc, "<test>"), default_bundle()).report()
+    assert report["evictions"] == 2
+    assert sorted(t["status"] for t in report["tasks"] if t["job"] == "gang") == ["Pipelined"] * 3
+    assert same_with_and_without_shortcuts(doc)
+
+
 def test_a_pressure_cluster_where_the_next_victim_is_read_ahead_decides_alike_with_the_shortcuts_off() -> None:
     # NEXT_TURN_READ proves most of large's refusals after the preemptor's placement, but small
     # clusters rarely reach it: seed 912 is the one among the first 3,000 pressure clusters
@@ -248,6 +282,17 @@ def test_clusters_under_reclaim_pressure_are_where_simulations_end_once_the_pree
     for tally in pressure_tallies:
         cut += tally["preemptor hopeless after a victim", "reclaim"] > 0
     assert cut >= 3
+
+
+def test_clusters_under_reclaim_pressure_are_where_the_preemptor_is_short_of_whole_gpus() -> None:
+    # the comparisons above mean something for WHOLE_GPUS_COUNTED only if it ends simulations
+    # there: at the preemptor's turn (pressure seeds 81 and 214), and after a victim's turn before
+    # it (the sixth small cut of the large shape)
+    for seed in (81, 214):
+        tally = simulate(scenario_from_doc(reclaim_pressure.scenario(seed), "<test>"), default_bundle()).last.tally
+        assert tally["preemptor short of whole GPUs", "reclaim"] >= 1
+    tally = simulate(scenario_from_doc(_small_large(*SMALL_LARGE[5]), "<test>"), default_bundle()).last.tally
+    assert tally["preemptor short of whole GPUs after a victim", "reclaim"] >= 1
 
 
 def test_clusters_under_reclaim_pressure_are_where_evictions_are_not_made_for_a_preemptor_short_of_room(

@@ -141,6 +141,10 @@ class JobSolver:
         # _preemptor_cannot_fit), and the nodes whose fit then is not known
         self.fitting_before: dict[Request, tuple[set[str], set[str]]] = {}
         self._asks: tuple[Job | None, list[Task]] = (None, [])
+        # by job uid: the partial job and its pods' whole GPUs, each job taking part and whether
+        # none of its pods is shared or MIG (see whole_gpus_asked)
+        self._whole_need: dict[str, tuple[Job, float | None]] = {}
+        self._plain_jobs: dict[str, tuple[Job, bool]] = {}
 
     def asks_of(self, preemptor: Job) -> list[Task]:
         """One pod per request among the partial job's pods to place (a pod's fit reads only its
@@ -150,6 +154,35 @@ class JobSolver:
             asks = list({t.request: t for t in tasks_to_allocate(self.ssn, preemptor, False)}.values())
             self._asks = (preemptor, asks)
         return asks
+
+    def whole_gpus_asked(self, preemptor: Job, jobs: dict[str, Job]) -> float | None:
+        """The whole GPUs the partial job's pods ask in all (see _short_of_whole_gpus), or None
+        when its pods are not all plain requests of whole GPUs, or when a job taking part has a
+        shared or MIG pod. Known per partial job, and per victim job. None for a lone pod too:
+        whether one pod fits is asked node by node (HOPELESS_AFTER_VICTIMS, the placement),
+        which a sum over the nodes cannot better."""
+        need = self._whole_need.get(preemptor.uid)
+        if need is None or need[0] is not preemptor:
+            tasks = tasks_to_allocate(self.ssn, preemptor, False)
+            total: float | None = 0.0 if len(tasks) > 1 else None
+            for t in tasks:
+                req = t.request
+                if req.is_shared or req.mig or not float(req.gpus).is_integer() or total is None:
+                    total = None
+                else:
+                    total += req.gpus
+            need = self._whole_need[preemptor.uid] = (preemptor, total if total else None)
+        if need[1] is None:
+            return None
+        plain = self._plain_jobs
+        for uid, job in jobs.items():
+            known = plain.get(uid)
+            if known is None or known[0] is not job:
+                known = plain[uid] = (job, all(not (t.request.is_shared or t.request.mig)
+                                               for t in job.tasks.values()))
+            if not known[1]:
+                return None
+        return need[1]
 
     def node_list(self, feasible: dict[str, Node]) -> list[Node]:
         """The feasible nodes as a list, the same list while they stay the same nodes: the node
@@ -547,6 +580,10 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
             victim_turn = False
         if job.uid == preemptor.uid:
             order.placements += 1
+            if _short_of_whole_gpus(solver, preemptor, nodes, jobs):
+                ssn.pre_job_allocation(job)   # the placement would begin so, and then fail
+                ssn.tally["preemptor short of whole GPUs", ssn.action] += 1
+                return False
             if unplaced and _refused_before_placing(solver, scenario, nodes, victim_tasks, unplaced):
                 return REFUSED
             if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
@@ -561,6 +598,9 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
                 if none_pending and _hopeless_after_victim(solver, preemptor, nodes, victim_tasks, feasible,
                                                            evicted_from):
                     ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
+                    return False
+                if none_pending and _short_of_whole_gpus(solver, preemptor, nodes, jobs):
+                    ssn.tally["preemptor short of whole GPUs after a victim", ssn.action] += 1
                     return False
         else:
             if RUNS_PASSED_OVER and turns is None:
@@ -1035,6 +1075,34 @@ def _hopeless_after_victim(solver: JobSolver, preemptor: Job, nodes: list[Node],
     return HOPELESS_AFTER_VICTIMS and FITS_FROM_BEFORE and len(evicted_from) <= TOUCHED_ASKED \
         and _fits_nowhere(solver, preemptor, nodes, victim_tasks, feasible, evicted_from, read_before=False,
                           none_pending=True)
+
+
+#: A simulation ends, the preemptor unplaced, once its pods together ask for more whole GPUs than
+#: the nodes have free (idle or releasing), at its turn or after a victim's turn before it (False:
+#: its placement is run, and fails; the tests compare both). See _short_of_whole_gpus.
+WHOLE_GPUS_COUNTED = True
+
+
+def _short_of_whole_gpus(solver: JobSolver, preemptor: Job, nodes: list[Node], jobs: dict[str, Job]) -> bool:
+    """The preemptor's pods, each asking whole GPUs, ask more in all than the nodes could still
+    give them: its placement must fail. `jobs`: the jobs taking part (the preemptor and the
+    victim jobs).
+
+    A pod asking g whole GPUs fits a node only where what is free there (idle and releasing)
+    is at least g, and takes exactly g of it; so pods placed on a node take at most the whole
+    part of what is free there, none where it is below zero. Until the preemptor's turn only
+    the taking part jobs' pods are placed, and with none of them shared or MIG a placement
+    never makes any node's free GPUs grow (a pod moved back onto the node it was evicted from
+    gives back what it held as releasing and takes it as pipelined). Predicates, other
+    resources and topology only cut the room further. False when it cannot tell."""
+    if not WHOLE_GPUS_COUNTED:
+        return False
+    need = solver.whole_gpus_asked(preemptor, jobs)
+    if need is None:
+        return False
+    free = solver.ssn.table.view(nodes).free_gpus
+    room = float(np.floor(np.maximum(free, 0.0) + 1e-6).sum())
+    return need > room
 
 
 def _fits_nowhere(solver: JobSolver, preemptor: Job, nodes: list[Node], victim_tasks: list[Task],
