@@ -41,6 +41,8 @@ BLOCK = 60
 #: Each shortcut: the module holding its switch, the switch's name.
 SHORTCUTS = {
     "victim queues judged by a running sum of the victims taken": (ordering, "SUM_TAKEN_VICTIMS"),
+    "a listed pending job whose pods are back in the statuses they had is not keyed again":
+        (ordering, "CHANGED_BY_STATUSES"),
     "a simulation stops after the last job that takes part": (solve, "STOP_AFTER_LAST_TURN"),
     "the last job to take part takes its turn at once": (solve, "LAST_TURN_AT_ONCE"),
     "a streak of pops from one leaf queue made without re-ordering": (solve, "STREAKS_POPPED_AT_ONCE"),

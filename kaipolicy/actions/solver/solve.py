@@ -560,6 +560,8 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
     # in the ordering: popping them would change nothing.
     unplaced = set(jobs)
     ahead: Job | None = None    # the victim placed next, read ahead (see NEXT_TURN_READ)
+    # the whole GPUs the preemptor's pods ask, where they can be counted (see WHOLE_GPUS_COUNTED)
+    whole_gpus = solver.whole_gpus_asked(preemptor, jobs) if WHOLE_GPUS_COUNTED else None
     job: Job | _Undecided | None
     while ahead is not None or ((unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty())):
         if ahead is not None:
@@ -580,7 +582,7 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
             victim_turn = False
         if job.uid == preemptor.uid:
             order.placements += 1
-            if _short_of_whole_gpus(solver, preemptor, nodes, jobs):
+            if whole_gpus is not None and _short_of_whole_gpus(solver, nodes, whole_gpus):
                 ssn.pre_job_allocation(job)   # the placement would begin so, and then fail
                 ssn.tally["preemptor short of whole GPUs", ssn.action] += 1
                 return False
@@ -599,7 +601,7 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
                                                            evicted_from):
                     ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
                     return False
-                if none_pending and _short_of_whole_gpus(solver, preemptor, nodes, jobs):
+                if none_pending and whole_gpus is not None and _short_of_whole_gpus(solver, nodes, whole_gpus):
                     ssn.tally["preemptor short of whole GPUs after a victim", ssn.action] += 1
                     return False
         else:
@@ -1083,10 +1085,10 @@ def _hopeless_after_victim(solver: JobSolver, preemptor: Job, nodes: list[Node],
 WHOLE_GPUS_COUNTED = True
 
 
-def _short_of_whole_gpus(solver: JobSolver, preemptor: Job, nodes: list[Node], jobs: dict[str, Job]) -> bool:
-    """The preemptor's pods, each asking whole GPUs, ask more in all than the nodes could still
-    give them: its placement must fail. `jobs`: the jobs taking part (the preemptor and the
-    victim jobs).
+def _short_of_whole_gpus(solver: JobSolver, nodes: list[Node], need: float) -> bool:
+    """The preemptor's pods, each asking whole GPUs (`need` in all, as
+    JobSolver.whole_gpus_asked counts them), ask more than the nodes could still give them: its
+    placement must fail.
 
     A pod asking g whole GPUs fits a node only where what is free there (idle and releasing)
     is at least g, and takes exactly g of it; so pods placed on a node take at most the whole
@@ -1094,12 +1096,7 @@ def _short_of_whole_gpus(solver: JobSolver, preemptor: Job, nodes: list[Node], j
     the taking part jobs' pods are placed, and with none of them shared or MIG a placement
     never makes any node's free GPUs grow (a pod moved back onto the node it was evicted from
     gives back what it held as releasing and takes it as pipelined). Predicates, other
-    resources and topology only cut the room further. False when it cannot tell."""
-    if not WHOLE_GPUS_COUNTED:
-        return False
-    need = solver.whole_gpus_asked(preemptor, jobs)
-    if need is None:
-        return False
+    resources and topology only cut the room further."""
     free = solver.ssn.table.view(nodes).free_gpus
     room = float(np.floor(np.maximum(free, 0.0) + 1e-6).sum())
     return need > room
