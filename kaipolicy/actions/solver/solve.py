@@ -141,9 +141,9 @@ class JobSolver:
         # _preemptor_cannot_fit), and the nodes whose fit then is not known
         self.fitting_before: dict[Request, tuple[set[str], set[str]]] = {}
         self._asks: tuple[Job | None, list[Task]] = (None, [])
-        # by job uid: the partial job and its pods' whole GPUs, each job taking part and whether
+        # the partial job and its pods' whole GPUs; by job uid, each job taking part and whether
         # none of its pods is shared or MIG (see whole_gpus_asked)
-        self._whole_need: dict[str, tuple[Job, float | None]] = {}
+        self._whole_need: tuple[Job | None, float | None] = (None, None)
         self._plain_jobs: dict[str, tuple[Job, bool]] = {}
 
     def asks_of(self, preemptor: Job) -> list[Task]:
@@ -161,28 +161,24 @@ class JobSolver:
         shared or MIG pod. Known per partial job, and per victim job. None for a lone pod too:
         whether one pod fits is asked node by node (HOPELESS_AFTER_VICTIMS, the placement),
         which a sum over the nodes cannot better."""
-        need = self._whole_need.get(preemptor.uid)
-        if need is None or need[0] is not preemptor:
-            tasks = tasks_to_allocate(self.ssn, preemptor, False)
-            total: float | None = 0.0 if len(tasks) > 1 else None
-            for t in tasks:
-                req = t.request
-                if req.is_shared or req.mig or not float(req.gpus).is_integer() or total is None:
-                    total = None
-                else:
-                    total += req.gpus
-            need = self._whole_need[preemptor.uid] = (preemptor, total if total else None)
-        if need[1] is None:
+        counted_for, need = self._whole_need
+        if counted_for is not preemptor:
+            requests = [t.request for t in tasks_to_allocate(self.ssn, preemptor, False)]
+            whole = len(requests) > 1 and all(not r.is_shared and not r.mig and float(r.gpus).is_integer()
+                                              for r in requests)
+            need = (sum(r.gpus for r in requests) or None) if whole else None
+            self._whole_need = (preemptor, need)
+        if need is None:
             return None
-        plain = self._plain_jobs
+        plain_jobs = self._plain_jobs
         for uid, job in jobs.items():
-            known = plain.get(uid)
+            known = plain_jobs.get(uid)
             if known is None or known[0] is not job:
-                known = plain[uid] = (job, all(not (t.request.is_shared or t.request.mig)
-                                               for t in job.tasks.values()))
+                known = plain_jobs[uid] = (job, all(not (t.request.is_shared or t.request.mig)
+                                                    for t in job.tasks.values()))
             if not known[1]:
                 return None
-        return need[1]
+        return need
 
     def node_list(self, feasible: dict[str, Node]) -> list[Node]:
         """The feasible nodes as a list, the same list while they stay the same nodes: the node
