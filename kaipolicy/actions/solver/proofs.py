@@ -28,7 +28,7 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.queue import RESOURCES
 from kaipolicy.api.resources import Request, RequestType
-from kaipolicy.api.task import Status, Task
+from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
 from kaipolicy.builtins.fairshare import QueueShare, Vec, request_quantities
 from kaipolicy.builtins.reclaimable import (
     fits_strategy,
@@ -61,6 +61,11 @@ SPLIT_JOBS = 2
 #: only from the preemptor's turn on (False: only the protected-pods count before it; the tests
 #: compare both).
 BOUNDS_BEFORE_TURNS = True
+
+#: Ask the refusal bounds of a provable scenario before its evictions are made, from what the
+#: evictions would free counted by arithmetic, and make none where they refuse (False: the bounds
+#: are asked once the evictions are made; the tests compare both). See ReclaimRefusals.refuses_before_evicting.
+BOUNDS_BEFORE_EVICTING = True
 
 #: The validator whose refusals can be proven, as the proportion plugin's rule file calls it.
 RECLAIMABLE = "reclaim.reclaimable"
@@ -113,6 +118,74 @@ class ReclaimRefusals:
         else:   # every victim of the scenario counts, placed back or not
             proven = any(v.tasks and self._is_protected(scenario, v.job.queue) for v in scenario.victims)
         if proven:
+            self._record("proven")
+        return proven
+
+    def refuses_before_evicting(self, scenario: AnyScenario, nodes: Sequence[Node], recorded: Sequence[Task],
+                                tasks: Sequence[Task]) -> bool:
+        """`refuses`' bounds (BOUNDS_BEFORE_TURNS) asked before `tasks` are evicted, the recorded
+        victims `recorded` evicted already: True when every simulation of these evictions that
+        places the preemptor is refused. Records the refusal as `refuses` does; the caller then
+        makes no eviction, as a proven refusal would roll them back.
+
+        What the bounds read of the evictions is known before they are made: the pods' statuses
+        become Releasing (every one of them on a node, active, none shared or MIG), each node they
+        leave gains exactly their whole GPUs as free (whole numbers: exact in any order), and the
+        queue shares the bounds read are those of the job's solution start. Two things are read
+        more loosely than after the evictions, which only widens the bounds: a pod that would fit
+        nowhere counts as one that may go back, and so does a job being evicted now whose pods
+        ask for more whole GPUs than are free (which pods it would place next is read only once
+        they are evicted)."""
+        if not (BOUNDS_BEFORE_EVICTING and BOUNDS_BEFORE_TURNS and self.skip_reallocated) or not tasks:
+            return False
+        ssn = self.ssn
+        cluster_nodes = ssn.cluster.nodes
+        for t in recorded:
+            if t.status != Status.RELEASING:
+                return False
+        gained: dict[str, float] = {}
+        for t in tasks:
+            req, acc = t.request, t.accepted
+            node = cluster_nodes.get(t.node)
+            if node is None or t.status not in ACTIVE_ALLOCATED or t.key not in node.tasks or req.is_shared \
+                    or req.mig or (acc is not None and (acc.is_shared or acc.mig)):
+                return False
+            gained[t.node] = gained.get(t.node, 0.0) + (acc or req).gpus
+        evicted = [*recorded, *tasks]
+        if victim_pending(ssn, evicted):
+            return False
+        preemptor = tasks_to_allocate(ssn, scenario.preemptor, False)
+        if not all(map(placed_alike, preemptor)) or not all(map(placed_back_alike, evicted)):
+            return False
+        view = ssn.table.view(nodes)
+        free = float(np.maximum(np.floor(view.free_gpus + 1e-9), 0.0).sum())
+        for name, gpus in gained.items():
+            node = cluster_nodes[name]
+            now = node.free_gpus
+            if not (float(node.idle.gpus).is_integer() and float(node.releasing.gpus).is_integer()
+                    and float(gpus).is_integer() and abs(now) + gpus < EXACT_BELOW):
+                return False
+            free += max(math.floor(now + gpus + 1e-9), 0) - max(math.floor(now + 1e-9), 0)
+        free -= float(sum(t.request.gpus for t in preemptor))
+        parts = self._parts(evicted)
+        if not self._may_refuse(scenario, parts):
+            return False
+        fresh = {t.job for t in tasks}
+        sure: list[_Part] = []
+        maybe: list[_Part] = []
+        by_job: dict[str, list[_Part]] = {}
+        for part in parts:
+            by_job.setdefault(part.job, []).append(part)
+        for uid, job_parts in by_job.items():
+            if uid not in fresh and whole_gpus(tasks_to_allocate(ssn, ssn.cluster.jobs[uid], False)) > free:
+                sure += job_parts
+            else:
+                maybe += job_parts
+        proven = bool(sure or maybe) and (
+            self._refused_within(scenario, sure, maybe, free)
+            or (CASES_SPLIT and self._refused_in_both_cases(scenario, sure, maybe, free, SPLIT_JOBS)))
+        if proven:
+            ssn.tally["proven before evicting", ssn.action] += 1
             self._record("proven")
         return proven
 

@@ -438,6 +438,11 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
                 if not scenario.recorded_tasks and _short_before_evicting(solver, preemptor, node, tasks, feasible):
                     ssn.tally["cannot fit before evicting", solver.action] += 1
                     continue   # as the simulation of these evictions ends (see SHORT_BEFORE_EVICTING)
+                if len(victim_nodes) == 1 and solver.refusals is not None and all(t.node in feasible for t in tasks) \
+                        and solver.refusals.refuses_before_evicting(scenario, solver.node_list(feasible),
+                                                                    scenario.recorded_tasks, tasks):
+                    stmt.rollback(start)   # as a refusal proven after the evictions ends (see _simulate)
+                    return FAILED
                 cp = stmt.checkpoint()
                 evict_all(ssn, stmt, tasks, preemptor, solver.action, solver.rules)
                 added = []
