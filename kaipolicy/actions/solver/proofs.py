@@ -181,9 +181,7 @@ class ReclaimRefusals:
                 sure += job_parts
             else:
                 maybe += job_parts
-        proven = bool(sure or maybe) and (
-            self._refused_within(scenario, sure, maybe, free)
-            or (CASES_SPLIT and self._refused_in_both_cases(scenario, sure, maybe, free, SPLIT_JOBS)))
+        proven = self._refused_by(scenario, sure, maybe, free)
         if proven:
             ssn.tally["proven before evicting", ssn.action] += 1
             self._record("proven")
@@ -257,6 +255,11 @@ class ReclaimRefusals:
         else:   # every victim of the scenario counts, placed back or not
             sure = self._parts([t for v in scenario.victims for t in v.tasks])
             maybe, free = [], 0.0
+        return self._refused_by(scenario, sure, maybe, free)
+
+    def _refused_by(self, scenario: AnyScenario, sure: list[_Part], maybe: list[_Part], free: float) -> bool:
+        """The bounds' verdict on `sure` pods staying out and `maybe` pods that may go back into at
+        most `free` whole GPUs (with DOOMED_TOGETHER and CASES_SPLIT)."""
         if not sure and not maybe:
             return False
         return self._refused_within(scenario, sure, maybe, free) \
