@@ -356,6 +356,25 @@ def test_small_cuts_of_the_large_shape_are_where_victims_doomed_together_prove_r
     assert sum(t["refused in both cases", "reclaim"] > 0 for t in tallies) >= 2
 
 
+def test_the_bounds_before_the_evictions_prove_no_refusal_the_bounds_after_them_would_not() -> None:
+    # BOUNDS_BEFORE_EVICTING reads what the evictions would free by arithmetic and reads the rest
+    # more loosely: the scenarios it proves refused must be among those the bounds asked after the
+    # evictions prove, so the small cuts of large's shape and pressure seed 912 count as many
+    # proven refusals either way (counting too few freed GPUs proves one more in seed 912)
+    docs = [_small_large(*cut) for cut in SMALL_LARGE] + [reclaim_pressure.scenario(912)]
+    proven = []
+    for on in (True, False):
+        saved = proofs.BOUNDS_BEFORE_EVICTING
+        proofs.BOUNDS_BEFORE_EVICTING = on
+        try:
+            tallies = [simulate(scenario_from_doc(doc, "<test>"), default_bundle()).last.tally for doc in docs]
+        finally:
+            proofs.BOUNDS_BEFORE_EVICTING = saved
+        proven.append([t["proven", "reclaim"] for t in tallies])
+    assert proven[0] == proven[1]
+    assert sum(proven[0]) >= 20
+
+
 @pytest.mark.parametrize("offset", range(6))
 def test_samples_of_the_openb_trace_decide_alike_with_the_shortcuts_off(offset: int) -> None:
     """Every 25th node and pod of the trace from `offset` on, allocated and then reclaimed: one-pod
