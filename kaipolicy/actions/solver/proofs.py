@@ -17,6 +17,7 @@ sibling that surely loses enough), the simulation stops there, refused as it wou
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,10 @@ class ReclaimRefusals:
         self.skip_reallocated = bool(ssn.params.allow_consolidating_reclaim)
         self._protected: dict[tuple[str, tuple[float, ...]], bool] = {}
         self._siblings: dict[str, tuple[dict[str, QueueShare], list[QueueShare]]] = {}   # see _RefusalBounds
+        # a scenario and the pods whose bounds refuse nothing even were every one of them to stay
+        # out, as the bounds asked before their evictions found: the bounds after them need not
+        # ask again (what the pods give up and what the scenario asks are the same)
+        self._never_refused: tuple[AnyScenario, list[Task]] | None = None
 
     @staticmethod
     def for_session(ssn: Session) -> ReclaimRefusals | None:
@@ -136,6 +141,7 @@ class ReclaimRefusals:
         nowhere counts as one that may go back, and so does a job being evicted now whose pods
         ask for more whole GPUs than are free (which pods it would place next is read only once
         they are evicted)."""
+        self._never_refused = None
         if not (BOUNDS_BEFORE_EVICTING and BOUNDS_BEFORE_TURNS and self.skip_reallocated) or not tasks:
             return False
         ssn = self.ssn
@@ -157,6 +163,10 @@ class ReclaimRefusals:
         preemptor = tasks_to_allocate(ssn, scenario.preemptor, False)
         if not all(map(placed_alike, preemptor)) or not all(map(placed_back_alike, evicted)):
             return False
+        parts = self._parts(evicted)
+        if not self._may_refuse(scenario, parts):
+            self._never_refused = (scenario, evicted)
+            return False
         view = ssn.table.view(nodes)
         free = float(np.maximum(np.floor(view.free_gpus + 1e-9), 0.0).sum())
         for name, gpus in gained.items():
@@ -167,9 +177,6 @@ class ReclaimRefusals:
                 return False
             free += max(math.floor(now + gpus + 1e-9), 0) - max(math.floor(now + 1e-9), 0)
         free -= float(sum(t.request.gpus for t in preemptor))
-        parts = self._parts(evicted)
-        if not self._may_refuse(scenario, parts):
-            return False
         fresh = {t.job for t in tasks}
         sure: list[_Part] = []
         maybe: list[_Part] = []
@@ -248,6 +255,10 @@ class ReclaimRefusals:
         if self.skip_reallocated:
             if not evicted:
                 return False
+            never, self._never_refused = self._never_refused, None
+            if never is not None and never[0] is scenario and len(never[1]) == len(evicted) \
+                    and all(map(operator.is_, never[1], evicted)):
+                return False   # _may_refuse said so before the evictions (see refuses_before_evicting)
             parts = self._parts(evicted)    # what the pods give up, read once for every bound below
             if not self._may_refuse(scenario, parts):
                 return False
