@@ -158,14 +158,14 @@ class ReclaimRefusals:
                 return False
             gained[t.node] = gained.get(t.node, 0.0) + (acc or req).gpus
         evicted = [*recorded, *tasks]
-        parts = self._parts(evicted)
-        if not self._may_refuse(scenario, parts):
-            self._never_refused = (scenario, evicted)
-            return False
         if victim_pending(ssn, evicted):
             return False
         preemptor = tasks_to_allocate(ssn, scenario.preemptor, False)
         if not all(map(placed_alike, preemptor)) or not all(map(placed_back_alike, evicted)):
+            return False
+        parts = self._parts(evicted)
+        if not self._may_refuse(scenario, parts):
+            self._never_refused = (scenario, evicted)
             return False
         view = ssn.table.view(nodes)
         free = float(np.maximum(np.floor(view.free_gpus + 1e-9), 0.0).sum())
