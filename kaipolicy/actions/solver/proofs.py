@@ -17,9 +17,8 @@ sibling that surely loses enough), the simulation stops there, refused as it wou
 from __future__ import annotations
 
 import math
-import operator
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +38,7 @@ from kaipolicy.builtins.reclaimable import (
     share_ratio,
 )
 from kaipolicy.framework.fits import fits_mask
+from kaipolicy.framework.nodetable import NodeVector
 from kaipolicy.framework.session import Session
 from kaipolicy.framework.tasks import tasks_to_allocate
 
@@ -81,10 +81,6 @@ class ReclaimRefusals:
         self.skip_reallocated = bool(ssn.params.allow_consolidating_reclaim)
         self._protected: dict[tuple[str, tuple[float, ...]], bool] = {}
         self._siblings: dict[str, tuple[dict[str, QueueShare], list[QueueShare]]] = {}   # see _RefusalBounds
-        # a scenario and the pods whose bounds refuse nothing even were every one of them to stay
-        # out, as the bounds asked before their evictions found: the bounds after them need not
-        # ask again (what the pods give up and what the scenario asks are the same)
-        self._never_refused: tuple[AnyScenario, list[Task]] | None = None
 
     @staticmethod
     def for_session(ssn: Session) -> ReclaimRefusals | None:
@@ -141,7 +137,6 @@ class ReclaimRefusals:
         nowhere counts as one that may go back, and so does a job being evicted now whose pods
         ask for more whole GPUs than are free (which pods it would place next is read only once
         they are evicted)."""
-        self._never_refused = None
         if not (BOUNDS_BEFORE_EVICTING and BOUNDS_BEFORE_TURNS and self.skip_reallocated) or not tasks:
             return False
         ssn = self.ssn
@@ -165,10 +160,8 @@ class ReclaimRefusals:
             return False
         parts = self._parts(evicted)
         if not self._may_refuse(scenario, parts):
-            self._never_refused = (scenario, evicted)
             return False
-        view = ssn.table.view(nodes)
-        free = float(np.maximum(np.floor(view.free_gpus + 1e-9), 0.0).sum())
+        free = _free_whole(ssn.table.view(nodes))
         for name, gpus in gained.items():
             node = cluster_nodes[name]
             now = node.free_gpus
@@ -178,16 +171,8 @@ class ReclaimRefusals:
             free += max(math.floor(now + gpus + 1e-9), 0) - max(math.floor(now + 1e-9), 0)
         free -= float(sum(t.request.gpus for t in preemptor))
         fresh = {t.job for t in tasks}
-        sure: list[_Part] = []
-        maybe: list[_Part] = []
-        by_job: dict[str, list[_Part]] = {}
-        for part in parts:
-            by_job.setdefault(part.job, []).append(part)
-        for uid, job_parts in by_job.items():
-            if uid not in fresh and whole_gpus(tasks_to_allocate(ssn, ssn.cluster.jobs[uid], False)) > free:
-                sure += job_parts
-            else:
-                maybe += job_parts
+        sure, maybe = _split_by_job(parts, lambda uid: uid not in fresh and whole_gpus(
+            tasks_to_allocate(ssn, ssn.cluster.jobs[uid], False)) > free)
         proven = self._refused_by(scenario, sure, maybe, free)
         if proven:
             ssn.tally["proven before evicting", ssn.action] += 1
@@ -255,10 +240,6 @@ class ReclaimRefusals:
         if self.skip_reallocated:
             if not evicted:
                 return False
-            never, self._never_refused = self._never_refused, None
-            if never is not None and never[0] is scenario and len(never[1]) == len(evicted) \
-                    and all(map(operator.is_, never[1], evicted)):
-                return False   # _may_refuse said so before the evictions (see refuses_before_evicting)
             parts = self._parts(evicted)    # what the pods give up, read once for every bound below
             if not self._may_refuse(scenario, parts):
                 return False
@@ -379,13 +360,7 @@ class ReclaimRefusals:
         places fits nowhere now or its pods ask for more whole GPUs than are left."""
         ssn = self.ssn
         view = ssn.table.view(nodes)
-        # an overcommitted node (free GPUs below zero) takes no pod back: it counts none, not less
-        free = float(np.maximum(np.floor(view.free_gpus + 1e-9), 0.0).sum()) - taking
-        by_job: dict[str, list[_Part]] = {}
-        for p in evicted:
-            by_job.setdefault(p.job, []).append(p)
-        sure: list[_Part] = []
-        maybe: list[_Part] = []
+        free = _free_whole(view) - taking
         nowhere: dict[Request, bool] = {}
 
         def fits_nowhere(t: Task) -> bool:
@@ -395,16 +370,13 @@ class ReclaimRefusals:
                 known = nowhere[t.request] = not fits_mask(view, t, with_releasing=True).any()
             return known
 
-        for uid, parts in by_job.items():
+        def stays_out(uid: str) -> bool:
             if uid not in waiting:
-                sure += parts
-                continue
+                return True
             placing = tasks_to_allocate(ssn, ssn.cluster.jobs[uid], False)
-            whole = whole_gpus(placing)
-            if whole > free or any(map(fits_nowhere, placing)):
-                sure += parts
-            else:
-                maybe += parts
+            return whole_gpus(placing) > free or any(map(fits_nowhere, placing))
+
+        sure, maybe = _split_by_job(evicted, stays_out)
         return sure, maybe, free
 
     def _is_protected(self, scenario: AnyScenario, queue: str, request_key: tuple[float, ...] | None = None) -> bool:
@@ -422,6 +394,28 @@ class ReclaimRefusals:
                 known = not fits_strategy(request, reclaimer, reclaimee, reclaimee.get("allocated"))
             self._protected[key] = known
         return known
+
+
+def _free_whole(view: NodeVector) -> float:
+    """The whole GPUs free on the view's nodes (idle and releasing); an overcommitted node (free
+    GPUs below zero) takes no pod back: it counts none, not less."""
+    return float(np.maximum(np.floor(view.free_gpus + 1e-9), 0.0).sum())
+
+
+def _split_by_job(parts: list[_Part], stays_out: Callable[[str], bool]) -> tuple[list[_Part], list[_Part]]:
+    """The parts of the victim jobs `stays_out` names (by uid), and the others: a victim job goes
+    back whole or not at all."""
+    by_job: dict[str, list[_Part]] = {}
+    for p in parts:
+        by_job.setdefault(p.job, []).append(p)
+    sure: list[_Part] = []
+    maybe: list[_Part] = []
+    for uid, job_parts in by_job.items():
+        if stays_out(uid):
+            sure += job_parts
+        else:
+            maybe += job_parts
+    return sure, maybe
 
 
 def request_key_of(request: dict[str, float]) -> tuple[float, ...]:
