@@ -439,7 +439,7 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
                     ssn.tally["cannot fit before evicting", solver.action] += 1
                     continue   # as the simulation of these evictions ends (see SHORT_BEFORE_EVICTING)
                 if len(victim_nodes) == 1 and solver.refusals is not None and all(t.node in feasible for t in tasks) \
-                        and solver.refusals.refuses_before_evicting(scenario, solver.node_list(feasible),
+                        and solver.refusals.refuses_before_evicting(scenario, lambda: solver.node_list(feasible),
                                                                     scenario.recorded_tasks, tasks):
                     stmt.rollback(start)   # as a refusal proven after the evictions ends (see _simulate)
                     return FAILED
