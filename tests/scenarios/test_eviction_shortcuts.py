@@ -72,6 +72,8 @@ SHORTCUTS = {
     "the refusal bounds asked before a provable scenario's turns": (proofs, "BOUNDS_BEFORE_TURNS"),
     "the refusal bounds asked before a provable scenario's evictions are made": (proofs, "BOUNDS_BEFORE_EVICTING"),
     "a victim job's pods one part of the refusal bounds where their sums are exact": (proofs, "PARTS_BY_JOB"),
+    "what the bounds before the evictions read of a walk's start read once for its scenarios":
+        (proofs, "WALK_START_KEPT"),
     "the refusal bounds asked again with a victim job of the reclaimer's branch out and back": (proofs, "CASES_SPLIT"),
     "the victim placed next read ahead, its sure placement not run where a refusal after it is certain":
         (solve, "NEXT_TURN_READ"),
@@ -373,6 +375,27 @@ def test_the_bounds_before_the_evictions_prove_no_refusal_the_bounds_after_them_
         proven.append([t["proven", "reclaim"] for t in tallies])
     assert proven[0] == proven[1]
     assert sum(proven[0]) >= 20
+
+
+def test_a_walks_start_read_once_proves_what_reading_it_at_each_scenario_proves() -> None:
+    # WALK_START_KEPT keeps what the bounds before the evictions read of a walk's recorded victims
+    # and of its nodes (the whole GPUs free, added to as the walk's nodes grow): the small cuts of
+    # large's shape and pressure seed 912 read it kept, read it for a longer node list, and read it
+    # anew, and must prove the same refusals, before the evictions and after, as when every
+    # scenario reads it for itself
+    docs = [_small_large(*cut) for cut in SMALL_LARGE] + [reclaim_pressure.scenario(912)]
+    counted = []
+    for on in (True, False):
+        saved = proofs.WALK_START_KEPT
+        proofs.WALK_START_KEPT = on
+        try:
+            tallies = [simulate(scenario_from_doc(doc, "<test>"), default_bundle()).last.tally for doc in docs]
+        finally:
+            proofs.WALK_START_KEPT = saved
+        counted.append([(t["proven before evicting", "reclaim"], t["proven", "reclaim"],
+                         t["cut short before placing", "reclaim"]) for t in tallies])
+    assert counted[0] == counted[1]
+    assert sum(before for before, _, _ in counted[0]) >= 20
 
 
 @pytest.mark.parametrize("offset", range(6))

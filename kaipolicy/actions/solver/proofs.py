@@ -68,6 +68,10 @@ BOUNDS_BEFORE_TURNS = True
 #: are asked once the evictions are made; the tests compare both). See ReclaimRefusals.refuses_before_evicting.
 BOUNDS_BEFORE_EVICTING = True
 
+#: What the bounds before the evictions read of a walk's recorded victims and of its nodes is read
+#: once for the walk's scenarios (False: at each scenario; the tests compare both). See _WalkStart.
+WALK_START_KEPT = True
+
 #: The validator whose refusals can be proven, as the proportion plugin's rule file calls it.
 RECLAIMABLE = "reclaim.reclaimable"
 
@@ -81,6 +85,7 @@ class ReclaimRefusals:
         self.skip_reallocated = bool(ssn.params.allow_consolidating_reclaim)
         self._protected: dict[tuple[str, tuple[float, ...]], bool] = {}
         self._siblings: dict[str, tuple[dict[str, QueueShare], list[QueueShare]]] = {}   # see _RefusalBounds
+        self._walk: _WalkStart | None = None    # see _walk_read
 
     @staticmethod
     def for_session(ssn: Session) -> ReclaimRefusals | None:
@@ -147,10 +152,10 @@ class ReclaimRefusals:
         preemptor = tasks_to_allocate(ssn, scenario.preemptor, False)
         if not all(map(placed_alike, preemptor)):
             return False
+        walk = self._walk_read(recorded)
+        if walk is None:
+            return False
         cluster_nodes = ssn.cluster.nodes
-        for t in recorded:
-            if t.status != Status.RELEASING:
-                return False
         gained: dict[str, float] = {}
         for t in tasks:
             req, acc = t.request, t.accepted
@@ -159,15 +164,12 @@ class ReclaimRefusals:
                     or req.mig or (acc is not None and (acc.is_shared or acc.mig)):
                 return False
             gained[t.node] = gained.get(t.node, 0.0) + (acc or req).gpus
-        evicted = [*recorded, *tasks]
-        if victim_pending(ssn, evicted):
+        if victim_pending(ssn, tasks) or not all(map(placed_back_alike, tasks)):
             return False
-        if not all(map(placed_back_alike, evicted)):
-            return False
-        parts = self._parts(evicted)
+        parts = walk.parts_with(self, tasks)
         if not self._may_refuse(scenario, parts):
             return False
-        free = _free_whole(ssn.table.view(nodes()))
+        free = walk.free_on(ssn, nodes())
         for name, gpus in gained.items():
             node = cluster_nodes[name]
             now = node.free_gpus
@@ -184,6 +186,21 @@ class ReclaimRefusals:
             ssn.tally["proven before evicting", ssn.action] += 1
             self._record("proven")
         return proven
+
+    def _walk_read(self, recorded: Sequence[Task]) -> _WalkStart | None:
+        """What the bounds before the evictions read of the walk whose recorded victims'
+        pods are `recorded` (the walk's own list, known by identity): read at its first scenario,
+        kept for the others (see _WalkStart). None when the recorded pods rule the bounds out
+        (one not Releasing, a job of theirs with pending pods, a grant a placement may change)."""
+        kept = self._walk
+        if kept is not None and kept.recorded is recorded and WALK_START_KEPT:
+            return kept
+        ssn = self.ssn
+        if any(t.status != Status.RELEASING for t in recorded) or victim_pending(ssn, recorded) \
+                or not all(map(placed_back_alike, recorded)):
+            return None   # (not kept: asked again at the next scenario, as before)
+        self._walk = _WalkStart(recorded, _counted_by_job(recorded, ssn.cluster.jobs))
+        return self._walk
 
     def refused_after_preemptor(self, scenario: AnyScenario, nodes: Sequence[Node], victims: Sequence[Task],
                                 waiting: Collection[str]) -> bool:
@@ -468,6 +485,14 @@ def _parts_by_job(tasks: Sequence[Task], jobs: dict[str, Job]) -> list[_Part] | 
     """One part per victim job (ReclaimRefusals._parts), or None where some amount is not a whole
     number or their absolute values add up to EXACT_BELOW or more. n pods of one grant give n times
     its amounts: exactly so, for whole numbers below that."""
+    counted = _counted_by_job(tasks, jobs)
+    return counted[0] if counted is not None and counted[1] < EXACT_BELOW else None
+
+
+def _counted_by_job(tasks: Sequence[Task], jobs: dict[str, Job]) -> tuple[list[_Part], float] | None:
+    """_parts_by_job's parts with the sum of their amounts' absolute values (whole numbers: a sum
+    below EXACT_BELOW is exact in any order, so sums of several lists of pods add up), or None
+    where some amount is not a whole number."""
     by_job: dict[str, list[Task]] = {}
     for t in tasks:
         by_job.setdefault(t.job, []).append(t)
@@ -485,7 +510,53 @@ def _parts_by_job(tasks: Sequence[Task], jobs: dict[str, Job]) -> list[_Part] | 
             whole += n * _whole_request(req)
             largest += n * max(abs(grant.cpu), abs(grant.memory), abs(grant.gpus_quota))
         parts.append(_Part(uid, jobs[uid].queue, pods, gives, whole))
-    return parts if largest < EXACT_BELOW else None
+    return parts, largest
+
+
+class _WalkStart:
+    """What the bounds before the evictions read of a walk's recorded victims and of its nodes,
+    read once for the walk's scenarios. Every scenario of a walk starts from the same cluster:
+    the walk's start with the recorded victims evicted (every simulation is rolled back to there
+    exactly). So what is read there holds for each scenario: the recorded pods' statuses and
+    their jobs' pending pods, their grants (any placement leaves them alike: placed_back_alike
+    held for each, see its comment) and so their parts, and the whole GPUs free on a node list,
+    as long as the list stays the same; the walk's nodes only grow from one scenario to the next,
+    or shrink back, so a list that extends the one read last adds what its new nodes have free."""
+
+    def __init__(self, recorded: Sequence[Task], counted: tuple[list[_Part], float] | None) -> None:
+        self.recorded = recorded     # the walk's own list, held: the walk is known by its identity
+        self.counted = counted
+        self.jobs = {t.job for t in recorded}
+        self.nodes: Sequence[Node] | None = None
+        self.free = 0.0
+
+    def parts_with(self, proof: ReclaimRefusals, tasks: Sequence[Task]) -> list[_Part]:
+        """The parts of the recorded pods and `tasks`, as ReclaimRefusals._parts gives them: the
+        recorded jobs' parts as read at the walk's start, then the parts of `tasks` (their jobs
+        come after the recorded ones, so by job the parts come in that order); read anew where a
+        job of `tasks` also has recorded pods, or where the pods cannot be counted by job."""
+        counted = self.counted
+        if counted is not None and PARTS_BY_JOB and not any(t.job in self.jobs for t in tasks):
+            more = _counted_by_job(tasks, proof.ssn.cluster.jobs)
+            if more is not None and counted[1] + more[1] < EXACT_BELOW:
+                return [*counted[0], *more[0]]
+        return proof._parts([*self.recorded, *tasks])
+
+    def free_on(self, ssn: Session, nodes: Sequence[Node]) -> float:
+        """_free_whole over the nodes, on the cluster at the walk's start."""
+        before = self.nodes
+        if nodes is before:
+            return self.free
+        free: float
+        if before is not None and isinstance(nodes, list) and isinstance(before, list) \
+                and len(nodes) >= len(before) and nodes[:len(before)] == before:
+            # (whole numbers: the same sum in any order; lists compare their nodes by identity)
+            free = self.free + sum(max(math.floor(n.free_gpus + 1e-9), 0) for n in nodes[len(before):])
+        else:
+            free = _free_whole(ssn.table.view(nodes))
+        self.nodes, self.free = nodes, free
+        return free
+
 
 def victim_pending(ssn: Session, victims: Sequence[Task]) -> bool:
     """Some victim's job has pending pods: a simulation's failed re-placement of it records fit

@@ -212,3 +212,29 @@ def test_the_bounds_decide_alike_with_a_part_per_job_and_a_part_per_pod(monkeypa
         simulate(scenario_from_doc(_small_large(*cut), "<test>"), default_bundle())
     assert all(by_job == by_pod for by_job, by_pod in asked)
     assert sum(got for got, _ in asked) >= 20 and sum(not got for got, _ in asked) >= 20
+
+
+def test_a_walks_start_is_kept_for_the_walks_own_recorded_pods_only() -> None:
+    # what the bounds before the evictions read at a walk's start (_WalkStart) is kept while the
+    # scenarios come with the walk's own list of recorded pods, and read anew for another list
+    ssn, halves = _evicted(free_elsewhere=True)
+    proof = proofs.ReclaimRefusals(ssn, "test")
+    first = proof._walk_read(halves)
+    assert first is not None and proof._walk_read(halves) is first
+    other = halves[:1]
+    second = proof._walk_read(other)
+    assert second is not None and second is not first and second.recorded is other
+    assert second.jobs == {"half0"} and first.jobs == {"half0", "half1"}
+
+
+def test_a_walks_start_adds_the_free_gpus_of_the_nodes_its_list_grows_by() -> None:
+    ssn, halves = _evicted(free_elsewhere=True)
+    walk = proofs.ReclaimRefusals(ssn, "test")._walk_read(halves)
+    assert walk is not None
+    n0, n1 = ssn.node_list
+    shorter, longer = [n0], [n0, n1]
+    # n0's device is releasing whole (both halves on it are evicted), n1's is idle
+    assert walk.free_on(ssn, shorter) == 1.0
+    assert walk.free_on(ssn, longer) == 2.0 == proofs._free_whole(ssn.table.view(longer))
+    assert walk.free_on(ssn, [n1]) == 1.0     # not an extension: read anew
+    assert walk.free_on(ssn, shorter) == 1.0
