@@ -398,6 +398,29 @@ def test_a_walks_start_read_once_proves_what_reading_it_at_each_scenario_proves(
     assert sum(before for before, _, _ in counted[0]) >= 20
 
 
+def test_the_parts_read_from_a_walks_start_are_those_read_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every time the bounds after the evictions take the recorded victims' parts from the walk's
+    # start, the parts are those read from the pods anew: same jobs, queues, pods and sums
+    asked = proofs.ReclaimRefusals._parts_of
+    kept = 0
+
+    def checked(self: proofs.ReclaimRefusals, evicted: Any) -> list[Any]:
+        nonlocal kept
+        parts = asked(self, evicted)
+        walk = self._walk
+        kept += walk is not None and 0 < len(walk.recorded) <= len(evicted) and list(evicted[:len(walk.recorded)]) \
+            == list(walk.recorded)
+        anew = self._parts(evicted)
+        assert [(p.job, p.queue, p.tasks, p.gives, p.whole) for p in parts] \
+            == [(p.job, p.queue, p.tasks, p.gives, p.whole) for p in anew]
+        return parts
+
+    monkeypatch.setattr(proofs.ReclaimRefusals, "_parts_of", checked)
+    for doc in [_small_large(*cut) for cut in SMALL_LARGE] + [reclaim_pressure.scenario(912)]:
+        simulate(scenario_from_doc(doc, "<test>"), default_bundle())
+    assert kept >= 20
+
+
 @pytest.mark.parametrize("offset", range(6))
 def test_samples_of_the_openb_trace_decide_alike_with_the_shortcuts_off(offset: int) -> None:
     """Every 25th node and pod of the trace from `offset` on, allocated and then reclaimed: one-pod

@@ -263,7 +263,7 @@ class ReclaimRefusals:
         if self.skip_reallocated:
             if not evicted:
                 return False
-            parts = self._parts(evicted)    # what the pods give up, read once for every bound below
+            parts = self._parts_of(evicted)    # what the pods give up, read once for every bound below
             if not self._may_refuse(scenario, parts):
                 return False
             sure, maybe, free = self._left_evicted(nodes, parts, waiting, taking)
@@ -321,6 +321,17 @@ class ReclaimRefusals:
             if not levels.isdisjoint(qs.queue.uid for qs in path_up(queues, p.queue)):
                 gives[p.job] = gives.get(p.job, 0.0) + p.gives["gpu"]
         return min(gives, key=lambda uid: (-gives[uid], uid)) if gives else None
+
+    def _parts_of(self, evicted: Sequence[Task]) -> list[_Part]:
+        """_parts, the recorded victims' parts taken as read at the walk's start (_WalkStart) where
+        `evicted` begins with the walk's recorded pods, in their order (a simulation's victims
+        come so, until one of them is placed back)."""
+        walk = self._walk
+        if walk is not None and WALK_START_KEPT:
+            n = len(walk.recorded)
+            if n and len(evicted) >= n and evicted[:n] == walk.recorded:   # (pods compare by identity)
+                return walk.parts_with(self, evicted[n:])
+        return self._parts(evicted)
 
     def _parts(self, tasks: Sequence[Task]) -> list[_Part]:
         """The pods as the bounds count them: one part per victim job when every amount they give
