@@ -358,21 +358,27 @@ def test_small_cuts_of_the_large_shape_are_where_victims_doomed_together_prove_r
     assert sum(t["refused in both cases", "reclaim"] > 0 for t in tallies) >= 2
 
 
+def _proof_docs() -> list[dict[str, Any]]:
+    """Large's small cuts and pressure seed 912: where the bounds before the evictions prove."""
+    return [_small_large(*cut) for cut in SMALL_LARGE] + [reclaim_pressure.scenario(912)]
+
+
+def _tallies_with(switch: str, on: bool) -> list[Any]:
+    """The last cycle's tallies of `_proof_docs` with the proofs module's `switch` set to `on`."""
+    saved = getattr(proofs, switch)
+    setattr(proofs, switch, on)
+    try:
+        return [simulate(scenario_from_doc(doc, "<test>"), default_bundle()).last.tally for doc in _proof_docs()]
+    finally:
+        setattr(proofs, switch, saved)
+
+
 def test_the_bounds_before_the_evictions_prove_no_refusal_the_bounds_after_them_would_not() -> None:
     # BOUNDS_BEFORE_EVICTING reads what the evictions would free by arithmetic and reads the rest
     # more loosely: the scenarios it proves refused must be among those the bounds asked after the
     # evictions prove, so the small cuts of large's shape and pressure seed 912 count as many
     # proven refusals either way (counting too few freed GPUs proves one more in seed 912)
-    docs = [_small_large(*cut) for cut in SMALL_LARGE] + [reclaim_pressure.scenario(912)]
-    proven = []
-    for on in (True, False):
-        saved = proofs.BOUNDS_BEFORE_EVICTING
-        proofs.BOUNDS_BEFORE_EVICTING = on
-        try:
-            tallies = [simulate(scenario_from_doc(doc, "<test>"), default_bundle()).last.tally for doc in docs]
-        finally:
-            proofs.BOUNDS_BEFORE_EVICTING = saved
-        proven.append([t["proven", "reclaim"] for t in tallies])
+    proven = [[t["proven", "reclaim"] for t in _tallies_with("BOUNDS_BEFORE_EVICTING", on)] for on in (True, False)]
     assert proven[0] == proven[1]
     assert sum(proven[0]) >= 20
 
@@ -383,17 +389,8 @@ def test_a_walks_start_read_once_proves_what_reading_it_at_each_scenario_proves(
     # large's shape and pressure seed 912 read it kept, read it for a longer node list, and read it
     # anew, and must prove the same refusals, before the evictions and after, as when every
     # scenario reads it for itself
-    docs = [_small_large(*cut) for cut in SMALL_LARGE] + [reclaim_pressure.scenario(912)]
-    counted = []
-    for on in (True, False):
-        saved = proofs.WALK_START_KEPT
-        proofs.WALK_START_KEPT = on
-        try:
-            tallies = [simulate(scenario_from_doc(doc, "<test>"), default_bundle()).last.tally for doc in docs]
-        finally:
-            proofs.WALK_START_KEPT = saved
-        counted.append([(t["proven before evicting", "reclaim"], t["proven", "reclaim"],
-                         t["cut short before placing", "reclaim"]) for t in tallies])
+    counted = [[(t["proven before evicting", "reclaim"], t["proven", "reclaim"], t["cut short before placing", "reclaim"])
+                for t in _tallies_with("WALK_START_KEPT", on)] for on in (True, False)]
     assert counted[0] == counted[1]
     assert sum(before for before, _, _ in counted[0]) >= 20
 
@@ -416,7 +413,7 @@ def test_the_parts_read_from_a_walks_start_are_those_read_anew(monkeypatch: pyte
         return parts
 
     monkeypatch.setattr(proofs.ReclaimRefusals, "_parts_of", checked)
-    for doc in [_small_large(*cut) for cut in SMALL_LARGE] + [reclaim_pressure.scenario(912)]:
+    for doc in _proof_docs():
         simulate(scenario_from_doc(doc, "<test>"), default_bundle())
     assert kept >= 20
 
