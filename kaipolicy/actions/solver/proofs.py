@@ -176,7 +176,7 @@ class ReclaimRefusals:
             if not (float(node.idle.gpus).is_integer() and float(node.releasing.gpus).is_integer()
                     and float(gpus).is_integer() and abs(now) + gpus < EXACT_BELOW):
                 return False
-            free += max(math.floor(now + gpus + 1e-9), 0) - max(math.floor(now + 1e-9), 0)
+            free += _whole_free(now + gpus) - _whole_free(now)
         free -= float(sum(t.request.gpus for t in preemptor))
         fresh = {t.job for t in tasks}
         sure, maybe = _split_by_job(parts, lambda uid: uid not in fresh and whole_gpus(
@@ -436,6 +436,11 @@ def _free_whole(view: NodeVector) -> float:
     return float(np.maximum(np.floor(view.free_gpus + 1e-9), 0.0).sum())
 
 
+def _whole_free(free_gpus: float) -> int:
+    """_free_whole's count for one node with `free_gpus` free (as a view's row counts it)."""
+    return max(math.floor(free_gpus + 1e-9), 0)
+
+
 def _split_by_job(parts: list[_Part], stays_out: Callable[[str], bool]) -> tuple[list[_Part], list[_Part]]:
     """The parts of the victim jobs `stays_out` names (by uid), and the others: a victim job goes
     back whole or not at all."""
@@ -562,7 +567,7 @@ class _WalkStart:
         if before is not None and isinstance(nodes, list) and isinstance(before, list) \
                 and len(nodes) >= len(before) and nodes[:len(before)] == before:
             # (whole numbers: the same sum in any order; lists compare their nodes by identity)
-            free = self.free + sum(max(math.floor(n.free_gpus + 1e-9), 0) for n in nodes[len(before):])
+            free = self.free + sum(_whole_free(n.free_gpus) for n in nodes[len(before):])
         else:
             free = _free_whole(ssn.table.view(nodes))
         self.nodes, self.free = nodes, free
