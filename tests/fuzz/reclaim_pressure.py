@@ -117,3 +117,42 @@ def _request(r: random.Random, memory_per_device: int) -> dict[str, Any]:
         req["gpuMemoryMiB"] = r.choice((memory_per_device // 4, memory_per_device // 2))
     return req
 
+
+
+def whole_gpu_gangs(seed: int) -> dict[str, Any]:
+    """Small nodes (one or two GPUs) filled with running one-GPU gangs of three queues in two
+    departments, and pending gangs of two to four pods of a fourth queue beside one of them:
+    the preemptor's placement is sure (its pods need as many nodes), and a victim gang of its
+    own department placed back right after it can take that department over its share. These
+    reach the refusals proven before the preemptor's placement and the next victim's."""
+    r = random.Random(seed)
+    nodes = [_Node(f"n{i}", r.choice((1, 1, 2)), 40000, 64000, 256 * 2**30) for i in range(r.randint(8, 16))]
+    gpus = sum(n.whole for n in nodes)
+    parents = {"q0": "d1", "q1": "d1", "q2": "d0", "q3": "d0"}
+    queues = [{"name": name, "creationOrder": i, "parent": parent,
+               "deserved": {"gpu": r.choice((0, 1, 2, round(gpus / 4, 1)))}}
+              for i, (name, parent) in enumerate(parents.items())]
+    departments = [{"name": d, "creationOrder": i,
+                    **({"deserved": {"gpu": r.choice((gpus // 2, gpus // 3))}} if r.random() < 0.5 else {})}
+                   for i, d in enumerate(("d0", "d1"))]
+    one_gpu = {"cpuMillis": 500, "memoryBytes": 2 * 2**30, "gpus": 1}
+    jobs: list[dict[str, Any]] = []
+    for j in range(r.randint(4, 12)):
+        size = r.choice((1, 1, 2, 3))
+        tasks = []
+        for _ in range(size):
+            for node in r.sample(nodes, len(nodes)):
+                if node.take(one_gpu, r) is not None:
+                    tasks.append({"state": "Running", "node": node.name})
+                    break
+        if tasks:
+            jobs.append({"name": f"run{j}", "queue": r.choice(("q1", "q2", "q3")), "priority": 50,
+                         "createdMinutesAgo": r.choice((10, 20, 30)), "perTask": one_gpu,
+                         "minAvailable": r.randint(1, len(tasks)), "tasks": tasks})
+    for j in range(r.randint(1, 3)):
+        size = r.choice((2, 3, 4))
+        jobs.append({"name": f"want{j}", "queue": "q0", "priority": 50, "createdMinutesAgo": r.choice((1, 2, 5)),
+                     "perTask": one_gpu, "minAvailable": size, "tasks": [{"state": "Pending"}] * size})
+    return {"name": f"whole-GPU gangs seed {seed}", "actions": ["allocate", "reclaim"], "cycles": 1,
+            "params": {"allowConsolidatingReclaim": True}, "departments": departments, "queues": queues,
+            "nodes": [n.spec for n in nodes], "jobs": jobs}

@@ -243,6 +243,25 @@ def test_a_pressure_cluster_where_the_next_victim_is_read_ahead_decides_alike_wi
     assert same_with_and_without_shortcuts(reclaim_pressure.scenario(912))
 
 
+GANGS = range(360)
+
+
+@pytest.mark.parametrize("start", range(GANGS.start, GANGS.stop, BLOCK))
+def test_whole_gpu_gangs_on_small_nodes_decide_alike_with_the_shortcuts_off(start: int) -> None:
+    differ = [seed for seed in range(start, start + BLOCK)
+              if not same_with_and_without_shortcuts(reclaim_pressure.whole_gpu_gangs(seed))]
+    assert differ == []
+
+
+@pytest.mark.parametrize("seed", [314, 350, 545, 977])
+def test_an_elastic_victim_read_ahead_is_bounded_with_only_the_pods_it_takes_back(seed: int) -> None:
+    # a victim gang above its minimum takes back only the pods it needs at its turn, and the
+    # rest stay evicted: the bounds read ahead of its placement once counted every pod of it as
+    # back, and proved refusals the validator does not make (each of these seeds then reclaimed
+    # nothing where the simulation, like the reference, reclaims)
+    assert same_with_and_without_shortcuts(reclaim_pressure.whole_gpu_gangs(seed))
+
+
 @pytest.fixture(scope="module")
 def pressure_tallies() -> list[Any]:
     """The last cycle's tally of each of the first 100 clusters under reclaim pressure, simulated

@@ -224,10 +224,11 @@ class ReclaimRefusals:
     def refused_after_next(self, scenario: AnyScenario, nodes: Sequence[Node], victims: Sequence[Task],
                            waiting: Collection[str], job: Job) -> bool:
         """refused_after_preemptor asked as it would be right after the placement of the victim job
-        `job`, whose turn comes next, if that placement succeeds: its pods are then back (no longer
-        evicted) and their whole GPUs come off what is free (a pod of g whole GPUs takes g from
-        the free GPUs of a node with at least g), and a victim that fits nowhere now fits nowhere
-        after it. Records nothing: the caller records it (`cut_short_ahead`) once it knows the
+        `job`, whose turn comes next, if that placement succeeds: the pods it places then are back
+        (no longer evicted) and their whole GPUs come off what is free (a pod of g whole GPUs takes
+        g from the free GPUs of a node with at least g), its other evicted pods stay evicted (a
+        gang above its minimum takes back only what it needs: its turn is then over), and a
+        victim that fits nowhere now fits nowhere after it. Records nothing: the caller records it (`cut_short_ahead`) once it knows the
         placement succeeds."""
         if not self.skip_reallocated:
             return False   # a victim placed back counts all the same: nothing changes after it
@@ -236,7 +237,8 @@ class ReclaimRefusals:
             return False
         if victim_pending(self.ssn, victims):
             return False
-        rest = [t for t in victims if t.job != job.uid]
+        placed = {id(t) for t in back}
+        rest = [t for t in victims if id(t) not in placed]
         left = [uid for uid in waiting if uid != job.uid]
         return self._refused(scenario, nodes, rest, left, float(sum(t.request.gpus for t in back)))
 
@@ -311,14 +313,18 @@ class ReclaimRefusals:
     def _split_on(self, scenario: AnyScenario, maybe: list[_Part]) -> str | None:
         """The victim job of `maybe` to split the bounds on: one in a level of the reclaimer's path
         over its fair share (what such a job gives up lowers the reclaimer's side of the saturation
-        check when it stays out), the one giving up most GPUs there (then by uid); None if none."""
+        check when it stays out), the one giving up most GPUs there (then by uid); None if none.
+        Only a job that goes back whole or not at all (`goes_back_whole`): the two cases are then
+        every outcome of its turn."""
         queues = scenario.start_shares or self.ssn.shares.queues
         levels = {qs.queue.uid for qs in _over_share(queues, scenario.preemptor.queue, scenario.request)}
         if not levels:
             return None
         gives: dict[str, float] = {}
+        jobs = self.ssn.cluster.jobs
         for p in maybe:
-            if not levels.isdisjoint(qs.queue.uid for qs in path_up(queues, p.queue)):
+            if goes_back_whole(jobs[p.job]) \
+                    and not levels.isdisjoint(qs.queue.uid for qs in path_up(queues, p.queue)):
                 gives[p.job] = gives.get(p.job, 0.0) + p.gives["gpu"]
         return min(gives, key=lambda uid: (-gives[uid], uid)) if gives else None
 
@@ -348,12 +354,14 @@ class ReclaimRefusals:
     def _doomed_together(self, scenario: AnyScenario, sure: list[_Part], maybe: list[_Part], free: float) -> bool:
         """Refused when the victim jobs of `maybe` that each doom the scenario if they stay out
         (the bounds refuse with that job's pods sure to stay evicted, whatever the others do)
-        cannot all go back: their whole GPUs together exceed `free`. A job goes back whole or not
-        at all, so one of them stays out. Asked from the largest job down, and only while the
+        cannot all go back: their whole GPUs together exceed `free`. Only jobs that go back whole
+        or not at all are counted (`goes_back_whole`), so one of them stays out, all of it. Asked from the largest job down, and only while the
         jobs left could still push the sum past `free`."""
         by_job: dict[str, list[_Part]] = {}
+        jobs = self.ssn.cluster.jobs
         for p in maybe:
-            by_job.setdefault(p.job, []).append(p)
+            if goes_back_whole(jobs[p.job]):
+                by_job.setdefault(p.job, []).append(p)
         wholes = {uid: sum(p.whole for p in parts) for uid, parts in by_job.items()}
         left = sum(wholes.values())
         if left <= free:
@@ -572,6 +580,14 @@ class _WalkStart:
             free = _free_whole(ssn.table.view(nodes))
         self.nodes, self.free = nodes, free
         return free
+
+
+def goes_back_whole(job: Job) -> bool:
+    """The victim job's placement at its turn places every pod of it then evicted, or none: each
+    pod set needs all its pods (the pods `tasks_to_allocate` gives are then every evicted one),
+    or the job is one pod. A gang above its minimum (elastic) takes back only what it needs, and
+    the rest of its evicted pods stay out once its turn is over."""
+    return not job.is_elastic() or len(job.tasks) == 1
 
 
 def victim_pending(ssn: Session, victims: Sequence[Task]) -> bool:

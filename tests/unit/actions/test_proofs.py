@@ -238,3 +238,27 @@ def test_a_walks_start_adds_the_free_gpus_of_the_nodes_its_list_grows_by() -> No
     assert walk.free_on(ssn, longer) == 2.0 == proofs._free_whole(ssn.table.view(longer))
     assert walk.free_on(ssn, [n1]) == 1.0     # not an extension: read anew
     assert walk.free_on(ssn, shorter) == 1.0
+
+
+def test_a_victim_job_goes_back_whole_exactly_where_its_placement_takes_every_evicted_pod() -> None:
+    # the doomed-together count and the split on a job's two cases hold only for a job whose
+    # turn places every evicted pod of it or none: with all its pods evicted, the pods its
+    # placement would take are all of them exactly where goes_back_whole says so; a gang above
+    # its minimum takes back fewer
+    checked = {True: 0, False: 0}
+    for seed in range(40):
+        cluster = scenario_from_doc(reclaim_pressure.whole_gpu_gangs(seed), f"<seed {seed}>").snapshot()
+        ssn = open_session(cluster, SchedulerConfig(), default_bundle())
+        stmt = ssn.statement()
+        for j in list(ssn.cluster.jobs.values()):
+            running = [t for t in j.tasks.values() if t.status == Status.RUNNING]
+            if not running or len(running) != len(j.tasks):
+                continue
+            cp = stmt.checkpoint()
+            for t in running:
+                stmt.evict(t, "test", {})
+            whole = proofs.goes_back_whole(j)
+            assert whole == (len(tasks_to_allocate(ssn, j, False)) == len(running)), (seed, j.name)
+            checked[whole] += 1
+            stmt.rollback(cp)
+    assert checked[True] >= 20 and checked[False] >= 20
