@@ -9,6 +9,8 @@ over-quota weight in rounds of whole units, remainders one unit at a time. The s
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,8 +209,7 @@ class Shares:
         cpu, memory, gpu = sign * acc.cpu, sign * acc.memory, sign * acc.gpus_quota
         path = self._path_shares.get(job.queue)
         if path is None:
-            path = self._path_shares[job.queue] = [(qs.shares["cpu"], qs.shares["memory"], qs.shares["gpu"])
-                                                   for qs in self.path(job.queue)]
+            path = self._path_of_shares(job.queue)
         for c, m, g in path:
             c.allocated += cpu
             m.allocated += memory
@@ -217,6 +218,29 @@ class Shares:
                 c.allocated_non_preemptible += cpu
                 m.allocated_non_preemptible += memory
                 g.allocated_non_preemptible += gpu
+
+    @contextmanager
+    def placed_virtually(self, job: Job, tasks: Sequence[Task]) -> Iterator[None]:
+        """The shares as they are once `tasks` of `job` are placed (`on_allocate` for each), for
+        the block only: on leaving it every amount on the job's queue path is given back its
+        exact value (not taken off again, which could round differently). Nothing else of the
+        session moves: no pod, no node."""
+        path = [share for triple in self._path_of_shares(job.queue) for share in triple]
+        kept = [(sh.allocated, sh.allocated_non_preemptible) for sh in path]
+        try:
+            for t in tasks:
+                self.on_allocate(job, t, +1.0)
+            yield
+        finally:
+            for sh, (allocated, non_preemptible) in zip(path, kept):
+                sh.allocated, sh.allocated_non_preemptible = allocated, non_preemptible
+
+    def _path_of_shares(self, queue: str) -> list[tuple[Share, Share, Share]]:
+        path = self._path_shares.get(queue)
+        if path is None:
+            path = self._path_shares[queue] = [(qs.shares["cpu"], qs.shares["memory"], qs.shares["gpu"])
+                                               for qs in self.path(queue)]
+        return path
 
     # ---- division ---------------------------------------------------------------------------
     def _divide(self, total: Vec, queues: dict[str, QueueShare]) -> None:

@@ -77,6 +77,8 @@ SHORTCUTS = {
     "the refusal bounds asked again with a victim job of the reclaimer's branch out and back": (proofs, "CASES_SPLIT"),
     "the victim placed next read ahead, its sure placement not run where a refusal after it is certain":
         (solve, "NEXT_TURN_READ"),
+    "the victim placed after the preemptor read ahead before the preemptor's placement, neither run where a "
+    "refusal after both is certain": (solve, "NEXT_READ_BEFORE_PLACING"),
     "evictions from one node between checkpoints share one record of the node": (statement, "EVICTIONS_SHARE_RECORD"),
     "pipelines onto a node share the record of its first eviction or pipeline since a checkpoint":
         (statement, "PIPELINES_SHARE_RECORD"),
@@ -260,6 +262,15 @@ def test_an_elastic_victim_read_ahead_is_bounded_with_only_the_pods_it_takes_bac
     # back, and proved refusals the validator does not make (each of these seeds then reclaimed
     # nothing where the simulation, like the reference, reclaims)
     assert same_with_and_without_shortcuts(reclaim_pressure.whole_gpu_gangs(seed))
+
+
+def test_whole_gpu_gangs_are_where_both_placements_are_cut_short() -> None:
+    # the comparisons above mean something for NEXT_READ_BEFORE_PLACING only if it proves
+    # refusals there, and for NEXT_TURN_READ only if some are still proven after the placement
+    tallies = [simulate(scenario_from_doc(reclaim_pressure.whole_gpu_gangs(seed), "<test>"), default_bundle()).last.tally
+               for seed in GANGS]
+    assert sum(t["cut short before placing and a victim's placement", "reclaim"] > 0 for t in tallies) >= 3
+    assert sum(t["cut short before a victim's placement", "reclaim"] > 0 for t in tallies) >= 3
 
 
 @pytest.fixture(scope="module")

@@ -81,9 +81,11 @@ def _profile(t: Task) -> tuple[object, ...]:
             t.pod_affinity, t.legacy_mig, t.status, t.namespace)
 
 
-def surely_placed(ssn: Session, job: Job, nodes: list[Node]) -> bool:
+def surely_placed(ssn: Session, job: Job, nodes: list[Node], margin: int = 0) -> bool:
     """Whether `allocate_job(ssn, stmt, nodes, job, pipeline_only=True)` would place every pod it
-    places next. Asks the gates and rules quietly; True only when the proof above holds."""
+    places next. Asks the gates and rules quietly; True only when the proof above holds.
+    `margin`: that many more nodes must take a pod, for a placement made after pods not placed
+    yet land on at most that many nodes (any node they leave untouched is as it is now)."""
     if ssn.coverage is not None or (ssn.shadowing and any(ssn.shadow[h] for h in ASKED)):
         return False
     if job.root.groups or len(job.pod_sets) != 1 or job.root.topology is not None \
@@ -116,7 +118,7 @@ def surely_placed(ssn: Session, job: Job, nodes: list[Node]) -> bool:
         return False
     fits = fits_mask(ssn.table.view(nodes), first, with_releasing=True)
     rows = np.flatnonzero(fits).tolist()
-    if len(rows) < len(tasks):
+    if len(rows) < len(tasks) + margin:
         return False
     passing = verdicts.quietly_passing(ssn, first, job, [nodes[i] for i in rows])
-    return passing is not None and passing >= len(tasks)
+    return passing is not None and passing >= len(tasks) + margin

@@ -222,14 +222,16 @@ class ReclaimRefusals:
         return self._refused(scenario, nodes, victims, waiting, taking)
 
     def refused_after_next(self, scenario: AnyScenario, nodes: Sequence[Node], victims: Sequence[Task],
-                           waiting: Collection[str], job: Job) -> bool:
+                           waiting: Collection[str], job: Job, taking: float = 0.0) -> bool:
         """refused_after_preemptor asked as it would be right after the placement of the victim job
         `job`, whose turn comes next, if that placement succeeds: the pods it places then are back
         (no longer evicted) and their whole GPUs come off what is free (a pod of g whole GPUs takes
         g from the free GPUs of a node with at least g), its other evicted pods stay evicted (a
         gang above its minimum takes back only what it needs: its turn is then over), and a
         victim that fits nowhere now fits nowhere after it. Records nothing: the caller records it (`cut_short_ahead`) once it knows the
-        placement succeeds."""
+        placement succeeds. `taking`: whole GPUs a placement before the job's takes besides, not
+        made yet (the nodes are read as they are before it: a victim that fits nowhere now fits
+        nowhere after it, and what is free loses exactly those GPUs, so the bounds only widen)."""
         if not self.skip_reallocated:
             return False   # a victim placed back counts all the same: nothing changes after it
         back = tasks_to_allocate(self.ssn, job, False)
@@ -240,11 +242,16 @@ class ReclaimRefusals:
         placed = {id(t) for t in back}
         rest = [t for t in victims if id(t) not in placed]
         left = [uid for uid in waiting if uid != job.uid]
-        return self._refused(scenario, nodes, rest, left, float(sum(t.request.gpus for t in back)))
+        return self._refused(scenario, nodes, rest, left, taking + float(sum(t.request.gpus for t in back)))
 
     def cut_short_ahead(self) -> None:
         """A refusal proven before the placement of the victim job whose turn comes next."""
         self._record("cut short before a victim's placement")
+
+    def cut_short_before_both(self) -> None:
+        """A refusal proven before the preemptor's placement and that of the victim job whose turn
+        comes after it."""
+        self._record("cut short before placing and a victim's placement")
 
     def cut_short(self) -> None:
         """A refusal proven before the preemptor's placement, counted as the validator counts its own."""

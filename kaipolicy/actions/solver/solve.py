@@ -95,6 +95,15 @@ RUNS_PASSED_OVER = True
 #: turns are popped from the order. See _refused_after_next.
 NEXT_TURN_READ = True
 
+#: At the preemptor's turn, where its placement is sure but the bounds do not refuse before it,
+#: the victim job placed after it is read ahead before it is placed: the order is popped with the
+#: queue shares as the placement leaves them (nothing else the order reads moves with it), and
+#: where that job's placement is sure as well, whichever nodes the preemptor's pods land on, the
+#: bounds are asked as right after both; a refusal then ends the simulation before either
+#: placement (False: the preemptor is placed first, then the next job read; the tests compare
+#: both). See _next_read_before_placing.
+NEXT_READ_BEFORE_PLACING = True
+
 #: A partial job's recorded victims are evicted once for a run of scenarios built ahead, instead
 #: of once per scenario (False: once per scenario; the tests compare both). See _solve_ahead.
 RECORDED_EVICTED_ONCE = True
@@ -561,6 +570,8 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
     # in the ordering: popping them would change nothing.
     unplaced = set(jobs)
     ahead: Job | None = None    # the victim placed next, read ahead (see NEXT_TURN_READ)
+    # that job and the jobs left to take part after it, read before the preemptor's placement
+    read: tuple[Job | None, set[str]] | str | None = None
     # the whole GPUs the preemptor's pods ask, where they can be counted (see WHOLE_GPUS_COUNTED)
     whole_gpus = solver.whole_gpus_asked(preemptor, jobs) if WHOLE_GPUS_COUNTED else None
     job: Job | _Undecided | None
@@ -589,6 +600,11 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
                 return False
             if unplaced and _refused_before_placing(solver, scenario, nodes, victim_tasks, unplaced):
                 return REFUSED
+            if NEXT_READ_BEFORE_PLACING and NEXT_TURN_READ and turns is None and unplaced:
+                read = _next_read_before_placing(solver, scenario, nodes, victim_tasks, unplaced, order, jobs,
+                                                 victim_uids, hopeless)
+                if read is REFUSED:
+                    return REFUSED
             if not allocate_job(ssn, stmt, nodes, job, pipeline_only=True):
                 return False
             placed = True
@@ -615,7 +631,18 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
             if NEXT_TURN_READ and turns is None:
                 # the victim placed next, read ahead: where its placement is sure the bounds are
                 # asked as right after it, and it is placed only if they do not refuse
-                ahead = _next_placing(ssn, order, jobs, unplaced, victim_uids, nodes, hopeless)
+                if isinstance(read, tuple):
+                    # read before the preemptor's placement: the same pops (see
+                    # _next_read_before_placing), save that the job read may not fit now
+                    ahead, popped = read
+                    read = None
+                    unplaced.intersection_update(popped)
+                    if ahead is not None and _cannot_fit(ssn, ahead, nodes, hopeless):
+                        if RUNS_PASSED_OVER:
+                            order.pass_over(jobs)
+                        ahead = _next_placing(ssn, order, jobs, unplaced, victim_uids, nodes, hopeless)
+                else:
+                    ahead = _next_placing(ssn, order, jobs, unplaced, victim_uids, nodes, hopeless)
                 if ahead is None:
                     break   # the order ran out before one: the loop would end there too
                 if _refused_after_next(solver, scenario, nodes, victim_tasks, unplaced, ahead):
@@ -1024,6 +1051,50 @@ def _refused_after_next(solver: JobSolver, scenario: AnyScenario, nodes: list[No
         return False
     refusals.cut_short_ahead()
     return True
+
+
+def _next_read_before_placing(solver: JobSolver, scenario: AnyScenario, nodes: list[Node], victims: list[Task],
+                              unplaced: set[str], order: _KeyedOrder, jobs: dict[str, Job], victim_uids: set[str],
+                              hopeless: set[Request]) -> tuple[Job | None, set[str]] | str | None:
+    """At the preemptor's turn, before its placement: the victim job `_next_placing` gives right
+    after it, and the jobs left to take part then (by uid; `unplaced` is left as it is). REFUSED
+    when both placements are sure and the bounds refuse right after them: neither is run. None
+    when the order is not read here (the loop reads it after the placement, as before).
+
+    The pops are those the loop makes after the placement. The order reads the queue shares
+    (the queue keys are the proportion built-in's, remembered by allocation, request and
+    victims) and the jobs (job keys read the job alone); the placement moves only the shares
+    on the preemptor's queue path, and those are applied for the pops (`placed_virtually`;
+    no labelled usage counts pods by their node). A job passed over for fitting nowhere fits
+    nowhere once the preemptor's pods take room either, so the same jobs are passed over; the
+    job read is placed next unless it fits nowhere after the placement, which the loop then
+    asks. Its placement is sure after the preemptor's when it is sure now with as many more
+    nodes to spare as the preemptor has pods (each lands on one node, and every other node
+    stays as it is). The bounds are `_refused_after_next`'s, the preemptor's whole GPUs taken
+    from what is free besides the job's."""
+    refusals = solver.refusals
+    ssn = solver.ssn
+    if refusals is None or not placing.PLACEMENTS_PROVEN or ssn.labelled or not ssn.queue_keys_remembered \
+            or not ssn.job_keys_pure:
+        return None
+    preemptor = scenario.preemptor
+    tasks = tasks_to_allocate(ssn, preemptor, False)
+    if not tasks or not all(map(placed_alike, tasks)):
+        return None
+    popped = set(unplaced)
+    with ssn.shares.placed_virtually(preemptor, tasks):
+        ahead = _next_placing(ssn, order, jobs, popped, victim_uids, nodes, hopeless)
+        proven = ahead is not None \
+            and refusals.refused_after_next(scenario, nodes, victims, popped, ahead,
+                                            float(sum(t.request.gpus for t in tasks))) \
+            and placing.surely_placed(ssn, ahead, nodes, margin=len(tasks))
+    if not proven or ahead is None or not placing.surely_placed(ssn, preemptor, nodes):
+        return ahead, popped
+    # both placements begin as they would, in turn, and are not run
+    ssn.pre_job_allocation(preemptor)
+    ssn.pre_job_allocation(ahead)
+    refusals.cut_short_before_both()
+    return REFUSED
 
 
 def _placement_stood_in(ssn: Session, job: Job, nodes: list[Node]) -> bool:

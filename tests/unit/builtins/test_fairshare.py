@@ -135,3 +135,37 @@ def test_taking_pods_off_and_putting_them_back_moves_every_queue_on_their_path_b
         for r in RESOURCES:
             got = (qs.shares[r].allocated, qs.shares[r].allocated_non_preemptible)
             assert got == pytest.approx(before[uid][r], abs=1e-6), (uid, r)
+
+
+@pytest.mark.parametrize("seed", [0, 9, 17])
+def test_shares_placed_virtually_are_those_on_allocate_leaves_and_come_back_exactly(seed: int) -> None:
+    # the solver reads the order with a job's pods counted as placed, without placing them: inside
+    # the block every queue holds what on_allocate gives it, and after it exactly what it held
+    cluster = scenario_from_doc(generated(seed), f"<seed {seed}>").snapshot()
+    s, counted = Shares.build(cluster), Shares.build(cluster)
+    pending_jobs = [j for j in cluster.jobs.values() if any(t.status == Status.PENDING for t in j.tasks.values())]
+    assert {j.preemptible for j in pending_jobs} == {True, False}
+
+    def held(sh: Shares) -> dict[tuple[str, str], tuple[float, float]]:
+        return {(uid, r): (qs.shares[r].allocated, qs.shares[r].allocated_non_preemptible)
+                for uid, qs in sh.queues.items() for r in RESOURCES}
+
+    for j in pending_jobs:
+        tasks = [t for t in j.tasks.values() if t.status == Status.PENDING]
+        # amounts that do not come back when taken off again: the block must restore, not subtract
+        for qs in s.path(j.queue):
+            qs.shares["cpu"].allocated += 0.1
+            counted.queues[qs.queue.uid].shares["cpu"].allocated += 0.1
+        before = held(s)
+        for t in tasks:
+            counted.on_allocate(j, t, +1.0)
+        with s.placed_virtually(j, tasks):
+            assert held(s) == held(counted)
+            assert held(s) != before
+        assert held(s) == before
+        with pytest.raises(RuntimeError), s.placed_virtually(j, tasks):
+            raise RuntimeError("a rule failed")
+        assert held(s) == before
+        for (uid, r), (allocated, non_preemptible) in before.items():   # the counted copy as before too
+            counted.queues[uid].shares[r].allocated = allocated
+            counted.queues[uid].shares[r].allocated_non_preemptible = non_preemptible
