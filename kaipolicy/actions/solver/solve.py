@@ -713,8 +713,7 @@ def _victims_read_ahead(solver: JobSolver, scenario: AnyScenario, nodes: list[No
     loop is left to end the simulation (the victims read are placed first)."""
     refusals = solver.refusals
     ssn = solver.ssn
-    if refusals is None or not placing.PLACEMENTS_PROVEN or ssn.labelled or not ssn.queue_keys_remembered \
-            or not ssn.job_keys_pure:
+    if refusals is None or not _reads_ahead(solver):
         return None
     preemptor = scenario.preemptor
     if not all(map(placed_alike, tasks_to_allocate(ssn, preemptor, False))):
@@ -761,6 +760,15 @@ def _victims_read_ahead(solver: JobSolver, scenario: AnyScenario, nodes: list[No
     ssn.pre_job_allocation(preemptor)
     refusals.cut_short_after_read_ahead()
     return REFUSED
+
+
+def _reads_ahead(solver: JobSolver) -> bool:
+    """Whether the order may be popped ahead of placements not made yet, on the queue shares as
+    they would leave them: placements are proven, the queue keys are the proportion built-in's
+    (remembered by allocation, request and victims), the job keys read the job alone, and no
+    labelled usage counts pods by the node they land on."""
+    ssn = solver.ssn
+    return placing.PLACEMENTS_PROVEN and not ssn.labelled and ssn.queue_keys_remembered and ssn.job_keys_pure
 
 
 def _next_turn(ssn: Session, order: _KeyedOrder, jobs: dict[str, Job], unplaced: set[str], victim_uids: set[str],
@@ -1203,8 +1211,7 @@ def _next_read_before_placing(solver: JobSolver, scenario: AnyScenario, nodes: l
     from what is free besides the job's."""
     refusals = solver.refusals
     ssn = solver.ssn
-    if refusals is None or not placing.PLACEMENTS_PROVEN or ssn.labelled or not ssn.queue_keys_remembered \
-            or not ssn.job_keys_pure:
+    if refusals is None or not _reads_ahead(solver):
         return None
     preemptor = scenario.preemptor
     tasks = tasks_to_allocate(ssn, preemptor, False)
