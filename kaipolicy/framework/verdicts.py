@@ -91,13 +91,6 @@ def quietly_allowed(ssn: Session, kind: str, env: dict[str, Any], first_only: bo
 def quietly_passing(ssn: Session, task: Task, job: Job, nodes: Sequence[Node]) -> int | None:
     """How many of `nodes` pass every predicate, asked as a proof asks (no messages, nothing
     recorded); None when a rule fails on one of them."""
-    passing = quietly_passing_at(ssn, task, job, nodes)
-    return None if passing is None else len(passing)
-
-
-def quietly_passing_at(ssn: Session, task: Task, job: Job, nodes: Sequence[Node]) -> np.ndarray | None:
-    """The positions in `nodes` of those passing every predicate, ascending, asked as
-    `quietly_passing` asks; None when a rule fails on one of them."""
     was, ssn.quiet = ssn.quiet, True
     try:
         open_idx = np.arange(len(nodes))
@@ -110,6 +103,6 @@ def quietly_passing_at(ssn: Session, task: Task, job: Job, nodes: Sequence[Node]
                 return None
             if denied is not None:
                 open_idx = open_idx[~np.asarray(denied, dtype=bool)]
-        return open_idx
+        return len(open_idx)
     finally:
         ssn.quiet = was

@@ -58,8 +58,6 @@ SHORTCUTS = {
     "a simulation ends once the preemptor asks more whole GPUs than the nodes have free": (solve, "WHOLE_GPUS_COUNTED"),
     "a victim's sure placement not run where the preemptor would then ask more whole GPUs than are free":
         (solve, "SHORT_READ_AHEAD"),
-    "the victims' turns before the preemptor's read ahead, none placed where a refusal at its turn is certain":
-        (solve, "VICTIMS_READ_AHEAD"),
     "evictions from one node not made where the preemptor is short of room on it even with them":
         (solve, "SHORT_BEFORE_EVICTING"),
     "consolidation keeps each node's free room between preemptors": (consolidation, "FREE_ROOM_PER_NODE_KEPT"),
@@ -72,8 +70,6 @@ SHORTCUTS = {
     "queue keys remembered by allocation, request and victims": (session, "SHARE_KEYED_QUEUE_KEYS"),
     "reclaim scenarios proven refused are not simulated": (proofs, "REFUSALS_PROVEN"),
     "a preemptor's placement proven, not run, where a refusal after it is certain": (placing, "PLACEMENTS_PROVEN"),
-    "a proof's predicate verdicts on nodes untouched since the simulation began kept for the walk":
-        (placing, "VERDICTS_KEPT"),
     "a refusal proven from victim jobs that each doom the scenario and cannot all go back": (proofs, "DOOMED_TOGETHER"),
     "the refusal bounds asked before a provable scenario's turns": (proofs, "BOUNDS_BEFORE_TURNS"),
     "the refusal bounds asked before a provable scenario's evictions are made": (proofs, "BOUNDS_BEFORE_EVICTING"),
@@ -270,22 +266,14 @@ def test_an_elastic_victim_read_ahead_is_bounded_with_only_the_pods_it_takes_bac
     assert same_with_and_without_shortcuts(reclaim_pressure.whole_gpu_gangs(seed))
 
 
-def test_victims_read_ahead_of_the_preemptor_are_bounded_as_back() -> None:
-    # VICTIMS_READ_AHEAD asks the bounds at the preemptor's turn with the victims read before it
-    # back: counting their pods as still evicted proves a refusal here that the validator does
-    # not make
-    assert same_with_and_without_shortcuts(reclaim_pressure.whole_gpu_gangs(828))
-
-
 def test_whole_gpu_gangs_are_where_both_placements_are_cut_short() -> None:
-    # the comparisons above mean something for NEXT_READ_BEFORE_PLACING, VICTIMS_READ_AHEAD and
-    # SHORT_READ_AHEAD only if they end simulations there, and for NEXT_TURN_READ only if some
-    # refusals are still proven after the preemptor's placement
+    # the comparisons above mean something for NEXT_READ_BEFORE_PLACING and SHORT_READ_AHEAD only
+    # if they end simulations there, and for NEXT_TURN_READ only if some refusals are still
+    # proven after the preemptor's placement
     tallies = [simulate(scenario_from_doc(reclaim_pressure.whole_gpu_gangs(seed), "<test>"), default_bundle()).last.tally
                for seed in GANGS]
     assert sum(t["cut short before placing and a victim's placement", "reclaim"] > 0 for t in tallies) >= 3
     assert sum(t["cut short before a victim's placement", "reclaim"] > 0 for t in tallies) >= 3
-    assert sum(t["cut short before placing, the victims before it read ahead", "reclaim"] > 0 for t in tallies) >= 3
     assert sum(t["preemptor short of whole GPUs after a victim, read ahead", "reclaim"] > 0 for t in tallies) >= 3
 
 

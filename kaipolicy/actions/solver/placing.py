@@ -18,7 +18,7 @@ import numpy as np
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.resources import RequestType
-from kaipolicy.api.task import Status, Task
+from kaipolicy.api.task import Task
 from kaipolicy.builtins import capacity
 from kaipolicy.framework import verdicts
 from kaipolicy.framework.fits import fits_mask
@@ -36,11 +36,6 @@ MOVING_JOB_FIELDS = frozenset({"elasticState"})
 #: Prove a preemptor's placement instead of running it where a refusal after it is certain (False:
 #: always place it, as the reference does; the tests compare both).
 PLACEMENTS_PROVEN = True
-
-#: A proof's predicate verdicts on nodes no change has touched since the simulation began are
-#: taken from the walk's memo of them (False: every verdict asked anew; the tests compare both).
-#: See NodeVerdicts.
-VERDICTS_KEPT = True
 
 #: The hooks a pipeline-only placement of one job asks, which a proof must be able to stand in for.
 ASKED = ("preJobAllocation", "overCapacity", "subsetNodes", "prePredicate", "predicate", "taskOverCapacityOnNode",
@@ -86,73 +81,11 @@ def _profile(t: Task) -> tuple[object, ...]:
             t.pod_affinity, t.legacy_mig, t.status, t.namespace)
 
 
-class NodeVerdicts:
-    """Per walk of a partial job: whether a pod passes every predicate on a node, as the node
-    stands when a simulation of the walk begins. Every simulation of a walk begins from the same
-    cluster (each is rolled back exactly), and the proofs below ask only node-local rules, whose
-    verdict on a node depends on that node's own state and the pod's and job's fixed fields; so
-    the verdict on a node no change has touched since the simulation began (the node table logs
-    every node a change touches) is the one kept for it. Kept per job, pod and the pod's status
-    (the rest rules read of a pod is fixed)."""
-
-    def __init__(self) -> None:
-        self.began = -1     # the node table's change count when the running simulation began
-        self.known: dict[tuple[str, str, Status], dict[int, bool]] = {}
-
-    def walk(self) -> None:
-        """A new walk: the cluster its simulations begin from is another."""
-        self.known.clear()
-        self.began = -1
-
-    def begin(self, ssn: Session) -> None:
-        """A simulation begins: the cluster is as the walk's simulations begin from."""
-        self.began = ssn.table.change_count()
-
-    def passing(self, ssn: Session, task: Task, job: Job, nodes: list[Node], rows: list[int]) -> int | None:
-        """How many of the nodes at positions `rows` pass every predicate for `task`, as
-        `verdicts.quietly_passing` counts them; None when a rule fails on one of them (a verdict
-        is kept only where none failed, so every node not kept is asked)."""
-        touched = ssn.table.changed_since(self.began) if VERDICTS_KEPT and self.began >= 0 else None
-        if touched is None:
-            return verdicts.quietly_passing(ssn, task, job, [nodes[i] for i in rows])
-        kept = self.known.setdefault((job.uid, task.key, task.status), {})
-        changed = set(touched)
-        count = 0
-        unknown: list[Node] = []
-        fresh: list[Node] = []
-        for i in rows:
-            node = nodes[i]
-            if node.index in changed:
-                fresh.append(node)
-                continue
-            known = kept.get(node.index)
-            if known is None:
-                unknown.append(node)
-            elif known:
-                count += 1
-        if unknown:
-            at = verdicts.quietly_passing_at(ssn, task, job, unknown)
-            if at is None:
-                return None
-            passed = set(at.tolist())
-            for k, node in enumerate(unknown):
-                kept[node.index] = k in passed
-            count += len(passed)
-        if fresh:
-            more = verdicts.quietly_passing(ssn, task, job, fresh)
-            if more is None:
-                return None
-            count += more
-        return count
-
-
-def surely_placed(ssn: Session, job: Job, nodes: list[Node], margin: int = 0,
-                  kept: NodeVerdicts | None = None) -> bool:
+def surely_placed(ssn: Session, job: Job, nodes: list[Node], margin: int = 0) -> bool:
     """Whether `allocate_job(ssn, stmt, nodes, job, pipeline_only=True)` would place every pod it
     places next. Asks the gates and rules quietly; True only when the proof above holds.
     `margin`: that many more nodes must take a pod, for a placement made after pods not placed
-    yet land on at most that many nodes (any node they leave untouched is as it is now).
-    `kept`: the walk's verdicts on nodes untouched since the simulation began."""
+    yet land on at most that many nodes (any node they leave untouched is as it is now)."""
     if ssn.coverage is not None or (ssn.shadowing and any(ssn.shadow[h] for h in ASKED)):
         return False
     if job.root.groups or len(job.pod_sets) != 1 or job.root.topology is not None \
@@ -185,11 +118,7 @@ def surely_placed(ssn: Session, job: Job, nodes: list[Node], margin: int = 0,
         return False
     fits = fits_mask(ssn.table.view(nodes), first, with_releasing=True)
     rows = np.flatnonzero(fits).tolist()
-    need = len(tasks) + margin
-    if len(rows) < need:
+    if len(rows) < len(tasks) + margin:
         return False
-    if kept is not None:
-        passing = kept.passing(ssn, first, job, nodes, rows)
-    else:
-        passing = verdicts.quietly_passing(ssn, first, job, [nodes[i] for i in rows])
-    return passing is not None and passing >= need
+    passing = verdicts.quietly_passing(ssn, first, job, [nodes[i] for i in rows])
+    return passing is not None and passing >= len(tasks) + margin

@@ -253,11 +253,6 @@ class ReclaimRefusals:
         comes after it."""
         self._record("cut short before placing and a victim's placement")
 
-    def cut_short_after_read_ahead(self) -> None:
-        """A refusal proven before the preemptor's placement and those of the victim jobs whose
-        turns come before it."""
-        self._record("cut short before placing, the victims before it read ahead")
-
     def cut_short(self) -> None:
         """A refusal proven before the preemptor's placement, counted as the validator counts its own."""
         self._record("cut short before placing")

@@ -14,7 +14,7 @@ import bisect
 import enum
 import math
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -154,8 +154,6 @@ class JobSolver:
         # none of its pods is shared or MIG (see whole_gpus_asked)
         self._whole_need: tuple[Job | None, float | None] = (None, None)
         self._plain_jobs: dict[str, tuple[Job, bool]] = {}
-        # the walk's predicate verdicts on nodes as its simulations begin (see placing.NodeVerdicts)
-        self.verdicts = placing.NodeVerdicts()
 
     def asks_of(self, preemptor: Job) -> list[Task]:
         """One pod per request among the partial job's pods to place (a pod's fit reads only its
@@ -263,7 +261,6 @@ class JobSolver:
             if t.node in ssn.cluster.nodes:
                 feasible[t.node] = ssn.cluster.nodes[t.node]
         self.fitting_before = {}
-        self.verdicts.walk()
         with _memo_of(ssn, partial.uid):
             request = dict(init_request_quantities(ssn, partial))
             scenario = Scenario(self.action, ssn.cluster.jobs, partial, request, recorded_jobs, self.start_shares)
@@ -437,7 +434,6 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
         recorded = []
     try:
         evict_all(ssn, stmt, recorded, preemptor, solver.action, solver.rules)
-        solver.verdicts.begin(ssn)
         latest = scenario.latest_potential_victim
         if latest is None:
             if scenario.recorded_tasks:
@@ -456,7 +452,6 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
                                                                     scenario.recorded_tasks, tasks):
                     stmt.rollback(start)   # as a refusal proven after the evictions ends (see _simulate)
                     return FAILED
-                solver.verdicts.begin(ssn)   # (the simulation of the node before was rolled back)
                 cp = stmt.checkpoint()
                 evict_all(ssn, stmt, tasks, preemptor, solver.action, solver.rules)
                 added = []
@@ -579,16 +574,11 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
     read: tuple[Job | None, set[str]] | str | None = None
     # the whole GPUs the preemptor's pods ask, where they can be counted (see WHOLE_GPUS_COUNTED)
     whole_gpus = solver.whole_gpus_asked(preemptor, jobs) if WHOLE_GPUS_COUNTED else None
-    held: Job | None = None     # a job popped already whose turn comes next (see _victims_read_ahead)
     job: Job | _Undecided | None
-    while ahead is not None or held is not None \
-            or ((unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty())):
+    while ahead is not None or ((unplaced or not STOP_AFTER_LAST_TURN) and (turns is not None or not order.empty())):
         if ahead is not None:
             job, ahead = ahead, None    # (out of the order already, and found placing)
             victim_turn = True
-        elif held is not None:
-            job, held = held, None      # (out of the order already, its turn taken as popped)
-            victim_turn = False
         else:
             if isinstance(turns, _Stepwise):
                 job = turns.next()
@@ -626,32 +616,17 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
                 if none_pending and _short_once_placed(solver, nodes, whole_gpus, job):
                     ssn.tally["preemptor short of whole GPUs after a victim, read ahead", ssn.action] += 1
                     return False
-            # this victim's turn, and those of the victims read ahead with it (each counted in
-            # `order.placements` as it was read, as its turn would count it)
-            now: list[Job] = [job]
-            ran_out = False
-            if VICTIMS_READ_AHEAD and turns is None and not victim_turn and preemptor.uid in unplaced:
-                read_ahead = _victims_read_ahead(solver, scenario, nodes, victim_tasks, jobs, order, victim_uids,
-                                                 unplaced, hopeless, whole_gpus, job)
-                if isinstance(read_ahead, str):
-                    return read_ahead
-                if read_ahead is not None:
-                    now, held = read_ahead
-                    ran_out = held is None
-            for turn in now:
-                allocate_job(ssn, stmt, nodes, turn, pipeline_only=True)
-                if feasible is not None and preemptor.uid in unplaced:
-                    if none_pending is None:
-                        none_pending = not victim_pending(ssn, victim_tasks)
-                    if none_pending and _hopeless_after_victim(solver, preemptor, nodes, victim_tasks, feasible,
-                                                               evicted_from):
-                        ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
-                        return False
-                    if none_pending and whole_gpus is not None and _short_of_whole_gpus(solver, nodes, whole_gpus):
-                        ssn.tally["preemptor short of whole GPUs after a victim", ssn.action] += 1
-                        return False
-            if ran_out:
-                break   # the order ran out after the victims read ahead: the loop ends there too
+            allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
+            if feasible is not None and preemptor.uid in unplaced:
+                if none_pending is None:
+                    none_pending = not victim_pending(ssn, victim_tasks)
+                if none_pending and _hopeless_after_victim(solver, preemptor, nodes, victim_tasks, feasible,
+                                                           evicted_from):
+                    ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
+                    return False
+                if none_pending and whole_gpus is not None and _short_of_whole_gpus(solver, nodes, whole_gpus):
+                    ssn.tally["preemptor short of whole GPUs after a victim", ssn.action] += 1
+                    return False
         else:
             if RUNS_PASSED_OVER and turns is None:
                 order.pass_over(jobs)
@@ -679,113 +654,6 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
                 if _refused_after_next(solver, scenario, nodes, victim_tasks, unplaced, ahead):
                     return REFUSED
     return placed
-
-
-#: At a victim's turn before the preemptor's, the turns up to the preemptor's are read ahead while
-#: each victim's placement is sure, whatever nodes those read before it land on: the order is
-#: popped with the queue shares as their placements leave them, and where the bounds refuse at the
-#: preemptor's turn with those victims back and its placement is sure too, the simulation ends
-#: refused with none of them placed (False: each victim is placed at its turn; the tests compare
-#: both). See _victims_read_ahead.
-VICTIMS_READ_AHEAD = True
-
-
-def _victims_read_ahead(solver: JobSolver, scenario: AnyScenario, nodes: list[Node], victims: list[Task],
-                        jobs: dict[str, Job], order: _KeyedOrder, victim_uids: set[str], unplaced: set[str],
-                        hopeless: set[Request], whole_gpus: float | None,
-                        first: Job) -> tuple[list[Job], Job | None] | str | None:
-    """At the turn of the victim job `first`, before the preemptor's: REFUSED when the turns up to
-    the preemptor's are victims whose placements are all sure and the bounds refuse at the
-    preemptor's turn, its placement sure too (none is run, each begun as it would begin);
-    else the victims read (`first` and those after it, to be placed in that order now) and the job
-    popped after them whose turn comes next (None when the order ran out first); None when
-    nothing was read (the caller places `first` as before).
-
-    The turns are popped as the loop pops them: the order reads the queue shares, which the
-    victims' placements are applied to (`Shares.placed_virtually`, restored exactly), and the
-    jobs (their keys read the job alone; no labelled usage counts pods by node). A victim passed
-    over for fitting nowhere fits nowhere once those before it are placed either. Each victim's
-    placement is sure when it is sure now with as many more nodes to spare as the pods read
-    before it (each lands on one node, every other node stays as it is); so is the preemptor's.
-    Their pods ask whole GPUs or CPU only and keep their grant wherever they go back, so each
-    takes exactly its whole GPUs off what is free and leaves no trace on its pods. Where a victim
-    would leave the preemptor short of whole GPUs, or the preemptor's turn finds it short, the
-    loop is left to end the simulation (the victims read are placed first)."""
-    refusals = solver.refusals
-    ssn = solver.ssn
-    if refusals is None or not _reads_ahead(solver):
-        return None
-    preemptor = scenario.preemptor
-    if not all(map(placed_alike, tasks_to_allocate(ssn, preemptor, False))):
-        return None
-    read: list[Job] = []
-    back: set[int] = set()
-    taking = 0.0
-    pods = 0
-    job: Job | None = first
-    with ExitStack() as placed:
-        while job is not None and job.uid != preemptor.uid:
-            tasks = tasks_to_allocate(ssn, job, False)
-            if not tasks or any(t.request.is_shared or t.request.mig or not placed_back_alike(t) for t in tasks) \
-                    or not placing.surely_placed(ssn, job, nodes, margin=pods, kept=solver.verdicts):
-                break
-            gpus = float(sum(t.request.gpus for t in tasks))
-            if whole_gpus is not None and whole_gpus > _whole_room(solver, nodes) - taking - gpus:
-                break
-            if job is not first:
-                order.placements += 1   # as its turn counts it
-            read.append(job)
-            back.update(id(t) for t in tasks)
-            taking += gpus
-            pods += len(tasks)
-            placed.enter_context(ssn.shares.placed_virtually(job, tasks))
-            job = _next_turn(ssn, order, jobs, unplaced, victim_uids, preemptor, nodes, hopeless)
-        if not read:
-            return None
-        if job is None:
-            return read, None
-        if job.uid != preemptor.uid:
-            return read, job
-        # the preemptor's turn, on the shares as the victims' placements leave them
-        taking_all = taking + float(sum(t.request.gpus for t in tasks_to_allocate(ssn, preemptor, False)))
-        proven = bool(unplaced) \
-            and not (whole_gpus is not None and whole_gpus > _whole_room(solver, nodes) - taking) \
-            and refusals.refused_once_placed(scenario, nodes, [t for t in victims if id(t) not in back],
-                                             unplaced, taking_all) \
-            and placing.surely_placed(ssn, preemptor, nodes, margin=pods, kept=solver.verdicts)
-    if not proven:
-        return read, job
-    for j in read:
-        ssn.pre_job_allocation(j)   # each placement begins so, in turn, and is not run
-    ssn.pre_job_allocation(preemptor)
-    refusals.cut_short_after_read_ahead()
-    return REFUSED
-
-
-def _reads_ahead(solver: JobSolver) -> bool:
-    """Whether the order may be popped ahead of placements not made yet, on the queue shares as
-    they would leave them: placements are proven, the queue keys are the proportion built-in's
-    (remembered by allocation, request and victims), the job keys read the job alone, and no
-    labelled usage counts pods by the node they land on."""
-    ssn = solver.ssn
-    return placing.PLACEMENTS_PROVEN and not ssn.labelled and ssn.queue_keys_remembered and ssn.job_keys_pure
-
-
-def _next_turn(ssn: Session, order: _KeyedOrder, jobs: dict[str, Job], unplaced: set[str], victim_uids: set[str],
-               preemptor: Job, nodes: list[Node], hopeless: set[Request]) -> Job | None:
-    """The job whose turn _take_turns takes next, popped from the order: the preemptor, or a
-    victim that can fit; the jobs popped before it are passed over and leave `unplaced` as the
-    loop's turns would leave them. None when the turns end first."""
-    while (unplaced or not STOP_AFTER_LAST_TURN) and not order.empty():
-        job = _last_turn(order, jobs, unplaced) or order.pop()
-        if job is None:
-            return None
-        unplaced.discard(job.uid)
-        if job.uid == preemptor.uid or (job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless)):
-            return job
-        if RUNS_PASSED_OVER:
-            order.pass_over(jobs)
-    return None
 
 
 def _next_placing(ssn: Session, order: _KeyedOrder, jobs: dict[str, Job], unplaced: set[str], victim_uids: set[str],
@@ -1166,7 +1034,7 @@ def _refused_before_placing(solver: JobSolver, scenario: AnyScenario, nodes: lis
     taking = float(sum(t.request.gpus for t in tasks))
     if not refusals.refused_once_placed(scenario, nodes, victims, waiting, taking):
         return False
-    if not _placement_stood_in(solver, preemptor, nodes):
+    if not _placement_stood_in(ssn, preemptor, nodes):
         return False
     refusals.cut_short()
     return True
@@ -1182,9 +1050,10 @@ def _refused_after_next(solver: JobSolver, scenario: AnyScenario, nodes: list[No
     refusals = solver.refusals
     if refusals is None or not placing.PLACEMENTS_PROVEN:
         return False
+    ssn = solver.ssn
     if not refusals.refused_after_next(scenario, nodes, victims, waiting, job):
         return False
-    if not _placement_stood_in(solver, job, nodes):
+    if not _placement_stood_in(ssn, job, nodes):
         return False
     refusals.cut_short_ahead()
     return True
@@ -1211,7 +1080,8 @@ def _next_read_before_placing(solver: JobSolver, scenario: AnyScenario, nodes: l
     from what is free besides the job's."""
     refusals = solver.refusals
     ssn = solver.ssn
-    if refusals is None or not _reads_ahead(solver):
+    if refusals is None or not placing.PLACEMENTS_PROVEN or ssn.labelled or not ssn.queue_keys_remembered \
+            or not ssn.job_keys_pure:
         return None
     preemptor = scenario.preemptor
     tasks = tasks_to_allocate(ssn, preemptor, False)
@@ -1223,8 +1093,8 @@ def _next_read_before_placing(solver: JobSolver, scenario: AnyScenario, nodes: l
         proven = ahead is not None \
             and refusals.refused_after_next(scenario, nodes, victims, popped, ahead,
                                             float(sum(t.request.gpus for t in tasks))) \
-            and placing.surely_placed(ssn, ahead, nodes, margin=len(tasks), kept=solver.verdicts)
-    if not proven or ahead is None or not placing.surely_placed(ssn, preemptor, nodes, kept=solver.verdicts):
+            and placing.surely_placed(ssn, ahead, nodes, margin=len(tasks))
+    if not proven or ahead is None or not placing.surely_placed(ssn, preemptor, nodes):
         return ahead, popped
     # both placements begin as they would, in turn, and are not run
     ssn.pre_job_allocation(preemptor)
@@ -1233,12 +1103,11 @@ def _next_read_before_placing(solver: JobSolver, scenario: AnyScenario, nodes: l
     return REFUSED
 
 
-def _placement_stood_in(solver: JobSolver, job: Job, nodes: list[Node]) -> bool:
+def _placement_stood_in(ssn: Session, job: Job, nodes: list[Node]) -> bool:
     """Whether the job's pipeline-only placement, its turn come, is sure to succeed
     (`placing.surely_placed`); it is then begun as it would begin (whatever the placement resets
     first is reset) and not run."""
-    ssn = solver.ssn
-    if not placing.surely_placed(ssn, job, nodes, kept=solver.verdicts):
+    if not placing.surely_placed(ssn, job, nodes):
         return False
     ssn.pre_job_allocation(job)
     return True
@@ -1310,14 +1179,13 @@ def _short_once_placed(solver: JobSolver, nodes: list[Node], need: float, job: J
     the whole GPUs the count sums, so the count after it is the count now less their GPUs. After
     the placement the simulation would end unplaced whether its next check (the preemptor
     fitting nowhere) or this one ends it."""
-    ssn = solver.ssn
-    back = tasks_to_allocate(ssn, job, False)
+    back = tasks_to_allocate(solver.ssn, job, False)
     if not back or not all(map(placed_back_alike, back)):
         return False
     taking = float(sum(t.request.gpus for t in back))
     if not need > _whole_room(solver, nodes) - taking:
         return False
-    return _placement_stood_in(solver, job, nodes)
+    return _placement_stood_in(solver.ssn, job, nodes)
 
 
 def _whole_room(solver: JobSolver, nodes: list[Node]) -> float:

@@ -151,42 +151,6 @@ def test_over_random_clusters_every_placement_proven_sure_is_made() -> None:
     assert proven >= 20   # the claim was put to the test
 
 
-ROOMY = """\
-plugin: roomy
-enable: always
-rules:
-  - {name: roomy, hook: predicate, deny: "node.freeCpuMillis < 32000.0"}
-"""
-
-
-def test_a_walks_kept_verdicts_are_asked_again_on_the_nodes_a_change_touched(tmp_path: Path) -> None:
-    # three nodes with one free GPU each: a gang of three is surely placed; a CPU pod pipelined
-    # onto n0 leaves it less free CPU than a rule of its own asks (the gang's pods still fit
-    # there), and the verdict kept for n0 as the simulation began must not stand in for it
-    (tmp_path / "roomy.yaml").write_text(ROOMY)
-    bundle = load_bundle([POLICIES, tmp_path], VOCABULARY)
-    nodes = [node(f"n{i}") for i in range(3)]
-    cpu = {"gpus": 0, "cpuMillis": 40000, "memoryBytes": 10**6}
-    ssn = _session(nodes, [*(_full(f"n{i}", 3) for i in range(3)), _pending(3), job("cpu", "q0", perTask=cpu)],
-                   bundle)
-    gang = ssn.cluster.jobs["gang"]
-    kept = placing.NodeVerdicts()
-    kept.begin(ssn)
-    assert placing.surely_placed(ssn, gang, ssn.node_list, kept=kept)
-    assert sum(len(v) for v in kept.known.values()) == 3    # each node's verdict kept
-    stmt = ssn.statement()
-    (pod,) = ssn.cluster.jobs["cpu"].tasks.values()
-    stmt.pipeline(pod, "n0")
-    assert ssn.table.view(ssn.node_list).free_gpus.tolist() == [1.0, 1.0, 1.0]
-    assert not placing.surely_placed(ssn, gang, ssn.node_list)
-    assert not placing.surely_placed(ssn, gang, ssn.node_list, kept=kept)
-    stmt.discard()
-    kept.begin(ssn)   # the next simulation begins from the cluster as it was
-    assert placing.surely_placed(ssn, gang, ssn.node_list, kept=kept)
-    kept.walk()
-    assert kept.known == {} and kept.began == -1
-
-
 def test_a_placement_after_pods_not_placed_yet_is_sure_only_with_a_node_to_spare_for_each() -> None:
     # three nodes with one free GPU each: a gang of two is surely placed now, and still after a
     # pod of another job lands first (on any one of the nodes), but not after two such pods
