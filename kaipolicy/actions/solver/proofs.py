@@ -228,10 +228,11 @@ class ReclaimRefusals:
         (no longer evicted) and their whole GPUs come off what is free (a pod of g whole GPUs takes
         g from the free GPUs of a node with at least g), its other evicted pods stay evicted (a
         gang above its minimum takes back only what it needs: its turn is then over), and a
-        victim that fits nowhere now fits nowhere after it. Records nothing: the caller records it (`cut_short_ahead`) once it knows the
-        placement succeeds. `taking`: whole GPUs a placement before the job's takes besides, not
-        made yet (the nodes are read as they are before it: a victim that fits nowhere now fits
-        nowhere after it, and what is free loses exactly those GPUs, so the bounds only widen)."""
+        victim that fits nowhere now fits nowhere after it. Records nothing: the caller records
+        it (`cut_short_ahead`) once it knows the placement succeeds. `taking`: whole GPUs a
+        placement before the job's takes besides, not made yet (the nodes are read as they are
+        before it: a victim that fits nowhere now fits nowhere after it, and what is free loses
+        exactly those GPUs, so the bounds only widen)."""
         if not self.skip_reallocated:
             return False   # a victim placed back counts all the same: nothing changes after it
         back = tasks_to_allocate(self.ssn, job, False)
@@ -362,8 +363,9 @@ class ReclaimRefusals:
         """Refused when the victim jobs of `maybe` that each doom the scenario if they stay out
         (the bounds refuse with that job's pods sure to stay evicted, whatever the others do)
         cannot all go back: their whole GPUs together exceed `free`. Only jobs that go back whole
-        or not at all are counted (`goes_back_whole`), so one of them stays out, all of it. Asked from the largest job down, and only while the
-        jobs left could still push the sum past `free`."""
+        or not at all are counted (`goes_back_whole`), so one of them stays out, all of it. Asked
+        from the largest job down, and only while the jobs left could still push the sum past
+        `free`."""
         by_job: dict[str, list[_Part]] = {}
         jobs = self.ssn.cluster.jobs
         for p in maybe:

@@ -610,16 +610,15 @@ def _take_turns(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes
             placed = True
         elif victim_turn or (job.uid in victim_uids and not _cannot_fit(ssn, job, nodes, hopeless)):
             order.placements += 1
-            if SHORT_READ_AHEAD and whole_gpus is not None and feasible is not None and preemptor.uid in unplaced:
-                if none_pending is None:
-                    none_pending = not victim_pending(ssn, victim_tasks)
-                if none_pending and _short_once_placed(solver, nodes, whole_gpus, job):
-                    ssn.tally["preemptor short of whole GPUs after a victim, read ahead", ssn.action] += 1
-                    return False
-            allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
             if feasible is not None and preemptor.uid in unplaced:
                 if none_pending is None:
                     none_pending = not victim_pending(ssn, victim_tasks)
+                if SHORT_READ_AHEAD and none_pending and whole_gpus is not None \
+                        and _short_once_placed(solver, nodes, whole_gpus, job):
+                    ssn.tally["preemptor short of whole GPUs after a victim, read ahead", ssn.action] += 1
+                    return False
+            allocate_job(ssn, stmt, nodes, job, pipeline_only=True)
+            if feasible is not None and preemptor.uid in unplaced:   # (none_pending is known here)
                 if none_pending and _hopeless_after_victim(solver, preemptor, nodes, victim_tasks, feasible,
                                                            evicted_from):
                     ssn.tally["preemptor hopeless after a victim", ssn.action] += 1
