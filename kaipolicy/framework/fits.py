@@ -14,7 +14,7 @@ import numpy as np
 from kaipolicy.api.node import Node
 from kaipolicy.api.resources import Request, RequestType
 from kaipolicy.api.task import Task
-from kaipolicy.framework.nodetable import NodeVector
+from kaipolicy.framework.nodetable import NodeVector, distinct
 
 
 def fits_mask(view: NodeVector, task: Task, with_releasing: bool) -> np.ndarray:
@@ -132,6 +132,7 @@ def valid_portions(view: NodeVector, task: Task) -> np.ndarray:
         p = req.portion
         return np.full(len(view), p <= 1 or p == int(p))
     memory: np.ndarray = view.gpu_memory
-    _, first, inverse = np.unique(memory, return_index=True, return_inverse=True)
-    verdicts = np.array([view.node(i).valid_portion(req) for i in first.tolist()], dtype=bool)
-    return verdicts[inverse]
+    first, inverse = distinct(memory)
+    verdicts = np.array([view.node(int(i)).valid_portion(req) for i in first], dtype=bool)
+    out: np.ndarray = verdicts[inverse]
+    return out

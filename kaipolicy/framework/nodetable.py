@@ -147,12 +147,14 @@ class NodeTable:
         if self._columns:
             self._dirty.add(node.index)
 
-    def derived(self, key: Hashable, whole: Callable[[], np.ndarray], row: Callable[[Node], Any]) -> np.ndarray:
+    def derived(self, key: Hashable, whole: Callable[[], np.ndarray], row: Callable[[Node], Any],
+                patch_rows: int = PATCH_ROWS, patch_marks: int = PATCH_MARKS) -> np.ndarray:
         """An array over every node in table order that `whole()` computes at once and `row(node)`
         gives for one node: kept between calls under `key` and brought up to date on the rows
-        changed since (all at once when many changed). The caller gets its own copy."""
+        changed since (all at once past `patch_rows` changed rows or `patch_marks` marks, see
+        changed_since). The caller gets its own copy."""
         kept = self._derived.get(key)
-        rows = self.changed_since(kept[1]) if kept is not None else None
+        rows = self.changed_since(kept[1], patch_rows, patch_marks) if kept is not None else None
         if kept is None or rows is None:
             values = whole()
         else:
@@ -207,23 +209,28 @@ class NodeTable:
         self._derived.pop(key, None)
 
     def per_node(self, key: Hashable, row: Callable[[Node], float]) -> np.ndarray:
-        """`derived` for a float each node gives alone: the whole array is `row` over every node."""
-        return self.derived(key, lambda: np.array([row(n) for n in self.nodes], dtype=float), row)
+        """`derived` for a float each node gives alone: the whole array is `row` over every node,
+        so it is patched row by row up to a quarter of the nodes changed, however many marks
+        the log holds (telling the rows apart is a C loop; a whole recompute is `row` on every
+        node)."""
+        return self.derived(key, lambda: np.array([row(n) for n in self.nodes], dtype=float), row,
+                            max(PATCH_ROWS, len(self.nodes) // 4), KEPT_CHANGES)
 
     def change_count(self) -> int:
         """How many times nodes were marked changed so far (a position in the change log)."""
         return self._base + len(self._changes)
 
-    def changed_since(self, count: int) -> list[int] | None:
+    def changed_since(self, count: int, most_rows: int = PATCH_ROWS, most_marks: int = PATCH_MARKS) -> list[int] | None:
         """The rows marked changed since `change_count()` was `count`, each once; None when they
-        are too many to recompute one by one (or the log has started over since)."""
+        are more than `most_rows`, or the marks since more than `most_marks` (too many to
+        recompute one by one), or the log has started over since."""
         since = self.change_count() - count
-        if count < self._base or since > PATCH_MARKS:
+        if count < self._base or since > most_marks:
             return None
         if since == 1:
             return [self._changes[-1]]     # (what most placements leave)
         rows = list(dict.fromkeys(self._changes[count - self._base:]))
-        return rows if len(rows) <= PATCH_ROWS else None
+        return rows if len(rows) <= most_rows else None
 
     def constant(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """A value of the nodes that no task changes (e.g. the most GPUs a node has), computed once."""
@@ -333,6 +340,16 @@ class NodeTable:
     def whole(self) -> NodeVector:
         """Every node, in table order."""
         return self.view(self.nodes)
+
+
+def distinct(values: np.ndarray) -> tuple[Sequence[int], np.ndarray]:
+    """np.unique's first index of each distinct value and, per value, its place among them; one
+    value everywhere (most clusters' device sizes and resource kinds) is told by a comparison
+    instead of a sort."""
+    if len(values) and bool((values == values[0]).all()):
+        return (0,), np.zeros(len(values), dtype=np.intp)
+    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    return first.tolist(), inverse
 
 
 def _array(values: list[Any]) -> np.ndarray:

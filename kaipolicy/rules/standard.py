@@ -18,7 +18,7 @@ from kaipolicy.api.task import Task
 from kaipolicy.builtins import affinity, binpack, capacity, fragmentation, gpusharing, topology
 from kaipolicy.framework import binpacking
 from kaipolicy.framework.fits import fits_mask, memory_in
-from kaipolicy.framework.nodetable import NodeVector
+from kaipolicy.framework.nodetable import NodeVector, distinct
 from kaipolicy.framework.session import GpuView, Session
 from kaipolicy.framework.tasks import tasks_to_allocate
 from kaipolicy.rules.vocabulary import FieldSpec, FunctionSpec, TypeSpec, Vocabulary
@@ -92,9 +92,10 @@ def _by_column(fn: Any, column: str) -> Any:
     def vector(*args: Any) -> np.ndarray:
         nv = next(a for a in args if isinstance(a, NodeVector))
         values = getattr(nv, column)
-        _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+        first, inverse = distinct(values)
         results = [fn(*[nv.nodes[int(i)] if a is nv else a for a in args]) for i in first]
-        return np.asarray(results, dtype=object if isinstance(results[0], str) else None)[inverse]
+        out: np.ndarray = np.asarray(results, dtype=object if isinstance(results[0], str) else None)[inverse]
+        return out
     return vector
 
 

@@ -202,3 +202,59 @@ def test_the_static_columns_are_the_same_after_pods_come_and_go() -> None:
     assert {a: [getattr(n, a) for n in ssn.cluster.nodes.values()] for a in nodetable.STATIC} == before
     stmt.commit()
     assert {a: [getattr(n, a) for n in ssn.cluster.nodes.values()] for a in nodetable.STATIC} == before
+
+
+@pytest.mark.parametrize(("changed", "marks_each"), [(30, 1), (30, 20), (60, 3)])
+def test_a_per_node_array_is_patched_on_the_changed_rows_however_many_marks(changed: int, marks_each: int) -> None:
+    # a whole recompute calls the row function on every node: past a few changed rows a
+    # numpy-computed array is recomputed whole, but a per-node one is patched up to a quarter
+    table = NodeTable(nodes(240))
+    asked: list[str] = []
+
+    def row(n: Node) -> float:
+        asked.append(n.name)
+        return float(n.idle.cpu)
+
+    assert table.per_node("cpu", row).tolist() == [n.idle.cpu for n in table.nodes]
+    asked.clear()
+    touched = table.nodes[::240 // changed][:changed]
+    for _ in range(marks_each):
+        for node in touched:
+            node.idle.cpu -= 3
+            table.mark(node)
+    assert table.per_node("cpu", row).tolist() == [n.idle.cpu for n in table.nodes]
+    assert sorted(asked) == sorted(n.name for n in touched)
+
+
+def test_a_per_node_array_is_recomputed_whole_past_a_quarter_of_the_nodes_or_the_log() -> None:
+    table = NodeTable(nodes(240))
+    asked: list[str] = []
+
+    def row(n: Node) -> float:
+        asked.append(n.name)
+        return float(n.idle.cpu)
+
+    table.per_node("cpu", row)
+    for node in table.nodes[:61]:     # more than a quarter
+        node.idle.cpu -= 3
+        table.mark(node)
+    asked.clear()
+    assert table.per_node("cpu", row).tolist() == [n.idle.cpu for n in table.nodes]
+    assert len(asked) == 240
+    for _ in range(nodetable.KEPT_CHANGES + 1):     # the log starts over
+        table.mark(table.nodes[0])
+    asked.clear()
+    assert table.per_node("cpu", row).tolist() == [n.idle.cpu for n in table.nodes]
+    assert len(asked) == 240
+
+
+@pytest.mark.parametrize("values", [
+    [80.0] * 7, [80.0, 40.0, 80.0, 16.0, 40.0], [0.0, -0.0, 0.0], [float("nan")] * 3, [1.0, float("nan"), 1.0],
+    ["a", "a", "a"], ["gpu", "cpu", "gpu", "mig"], [5.0],
+])
+def test_distinct_groups_values_as_numpy_unique_does(values: list[Any]) -> None:
+    array = np.array(values, dtype=object if isinstance(values[0], str) else float)
+    first, inverse = nodetable.distinct(array)
+    _, want_first, want_inverse = np.unique(array, return_index=True, return_inverse=True)
+    assert list(first) == want_first.tolist()
+    assert inverse.tolist() == want_inverse.tolist()
