@@ -260,8 +260,15 @@ def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes
     """Positions of the allowed nodes, highest score first and equal scores by table row (node
     name), as lexsort orders them: the first `probes` picked one at a time, the rest sorted
     only if asked for. `in_row_order`: the rows are known to ascend (else ties are broken by
-    looking the rows up, which gives the same order)."""
-    masked = np.where(allowed, scores, -np.inf)
+    looking the rows up, which gives the same order). Worked on the allowed positions alone
+    (ascending, so the first of equal maxima and a stable sort's order are theirs): a pod fits
+    few of a large cluster's nodes."""
+    at = np.flatnonzero(allowed)
+    if not len(at):
+        return
+    mine = scores[at]
+    masked = mine.astype(np.float64)    # (a copy: fancy indexing made one already)
+    mine_rows = rows[at]
     in_row_order = in_row_order or len(rows) < 2
     picked: list[int] = []
     for _ in range(probes):
@@ -271,14 +278,16 @@ def best_first(scores: np.ndarray, allowed: np.ndarray, rows: np.ndarray, probes
             break   # nothing left, or scores only the sort orders right (NaN, -inf)
         if not in_row_order:
             ties = np.flatnonzero(masked == best)
-            pick = int(ties[np.argmin(rows[ties])])
+            pick = int(ties[np.argmin(mine_rows[ties])])
         masked[pick] = -np.inf
         picked.append(pick)
-        yield pick
-    open_ = allowed.copy()      # (only when more are asked for: most tasks take the first)
+        yield int(at[pick])
+    open_ = np.ones(len(at), dtype=bool)    # (only when more are asked for: most tasks take the first)
     open_[picked] = False
-    order = np.lexsort((rows, -scores))
-    yield from order[open_[order]].tolist()
+    order = np.lexsort((mine_rows, -mine))
+    yield from at[order[open_[order]]].tolist()
+
+
 def _runner_up(ssn: Session, task: Task, job: Job, nodes: Sequence[Node], ranking: _Ranking, k: int,
                verdicts: dict[int, Outcome | None]) -> int | None:
     """Position in `nodes` of the first candidate from the k-th on that passes every predicate
