@@ -156,3 +156,115 @@ def whole_gpu_gangs(seed: int) -> dict[str, Any]:
     return {"name": f"whole-GPU gangs seed {seed}", "actions": ["allocate", "reclaim"], "cycles": 1,
             "params": {"allowConsolidatingReclaim": True}, "departments": departments, "queues": queues,
             "nodes": [n.spec for n in nodes], "jobs": jobs}
+
+
+def three_level_gangs(seed: int) -> dict[str, Any]:
+    """Small clusters of bench/large.py's shape: a three-level queue tree (departments, then
+    sub-departments, then leaf queues) with deserved GPUs split as in large and varied per seed
+    (some queues with none, some limited, some of another priority or over-quota weight); 4 to
+    12 nodes of 1, 2, 4 or 8 GPUs mostly full of the running jobs of several leaves in several
+    departments: training gangs at their minimum and elastic ones above it, one-pod jobs,
+    inference pods sharing GPUs (fractions or GPU memory, some not preemptible), CPU-only service
+    pods; and pending gangs of 1 to 8 pods (whole GPUs mostly) in one or two leaves that also
+    run jobs of a lower priority. All five actions, so allocation, consolidation, reclaim,
+    preempt and stale-gang eviction all have work."""
+    r = random.Random(seed)
+    device = r.choice((40000, 81000))
+    nodes = [_Node(f"n{i}", r.choice((1, 2, 4, 8, 8)), device, r.choice((64000, 128000)), 512 * 2**30)
+             for i in range(r.randint(4, 12))]
+    gpus = sum(n.whole for n in nodes)
+    # the queue tree: 2-3 departments, 1-2 sub-departments each, 1-3 leaves each
+    depts = [f"d{i}" for i in range(r.randint(2, 3))]
+    subs = [(f"s{len(depts) * j + i}", d) for i, d in enumerate(depts) for j in range(r.randint(1, 2))]
+    leaves = [(f"q{len(subs) * k + i}", s) for i, (s, _) in enumerate(subs) for k in range(r.randint(1, 3))]
+    order = iter(range(1000))
+
+    def queue(name: str, parent: str | None, share: float) -> dict[str, Any]:
+        q: dict[str, Any] = {"name": name, "creationOrder": next(order),
+                             "deserved": {"gpu": r.choice((share, share, share, 0, round(share / 2, 1),
+                                                           round(share * 1.5, 1)))}}
+        if parent is not None:
+            q["parent"] = parent
+        if r.random() < 0.15:
+            q["limit"] = {"gpu": max(q["deserved"]["gpu"], r.choice((1, 2, round(share, 1))))}
+        if r.random() < 0.15:
+            q["priority"] = r.choice((50, 200))
+        if r.random() < 0.15:
+            q["overQuotaWeight"] = {"gpu": r.choice((0, 2, 3))}
+        return q
+
+    departments = [queue(d, None, round(gpus / len(depts), 1)) for d in depts]
+    subqueues = [queue(s, d, round(gpus / len(subs), 1)) for s, d in subs]
+    leafqueues = [queue(q, s, round(gpus / len(leaves), 1)) for q, s in leaves]
+    names = [q for q, _ in leaves]
+    wanting = r.sample(names, r.choice((1, 1, 2)))
+    for q in leafqueues:
+        if q["name"] in wanting and r.random() < 0.7:
+            # mostly a leaf with fair share left to take
+            q["deserved"]["gpu"] = max(q["deserved"]["gpu"], round(gpus / len(leaves), 1))
+    running = [q for q in names if q not in wanting] or names
+    # running jobs until the GPUs are (nearly) all taken
+    train = {"cpuMillis": r.choice((2000, 8000)), "memoryBytes": 32 * 2**30, "gpus": 1}
+    jobs: list[dict[str, Any]] = []
+    fill = r.choice((0.8, 0.9, 1.0, 1.0))
+    tries = 0
+    while sum(n.whole for n in nodes) > gpus * (1 - fill) and tries < 60:
+        tries += 1
+        kind = r.choice(("gang", "gang", "elastic", "elastic", "single", "single", "infer", "infer", "cpu"))
+        queue_name = r.choice(wanting if r.random() < 0.25 else running)
+        if kind in ("gang", "elastic"):
+            size = r.randint(2, 6)
+            req = dict(train, gpus=r.choice((1, 1, 1, 2)))
+            priority = r.choice((50, 50, 75))
+        elif kind == "single":
+            size, req, priority = 1, _whole(r), r.choice((50, 75, 100))
+        elif kind == "infer":
+            size = r.choice((1, 1, 2))
+            req = {"cpuMillis": 2000, "memoryBytes": 8 * 2**30}
+            if r.random() < 0.6:
+                req["gpus"] = r.choice((0.25, 0.5))
+            else:
+                req["gpuMemoryMiB"] = r.choice((device // 4, device // 2))
+            priority = r.choice((125, 75))
+        else:
+            size, req, priority = r.randint(1, 4), {"cpuMillis": 1000, "memoryBytes": 2 * 2**30}, 100
+        packed = r.random() < 0.6
+        tasks: list[dict[str, Any]] = []
+        last: _Node | None = None
+        for _ in range(size):
+            candidates = r.sample(nodes, len(nodes))
+            if packed and last is not None:
+                candidates = [last] + [n for n in candidates if n is not last]
+            for node in candidates:
+                groups = node.take(req, r)
+                if groups is not None:
+                    tasks.append({"state": "Running", "node": node.name, **({"gpuGroups": groups} if groups else {})})
+                    last = node
+                    break
+        if not tasks:
+            continue
+        minimum = len(tasks) if kind != "elastic" or len(tasks) == 1 else r.randint(1, len(tasks) - 1)
+        job: dict[str, Any] = {"name": f"{kind}{len(jobs)}", "queue": queue_name, "priority": priority,
+                               "createdMinutesAgo": r.choice((10, 20, 30, 60)), "perTask": req,
+                               "minAvailable": minimum, "tasks": tasks}
+        if kind == "gang" and r.random() < 0.15:
+            # a gang some of whose pods lost their place: below its minimum, stale for a while
+            missing = max(1, size - len(tasks)) if len(tasks) < size else r.randint(1, 2)
+            job["minAvailable"] = len(tasks) + missing
+            job["tasks"] = tasks + [{"state": "Pending"}] * missing
+            job["staleSeconds"] = r.choice((10, 600))
+        jobs.append(job)
+    # pending gangs of the wanting leaves
+    for j in range(r.randint(1, 4)):
+        size = r.randint(1, 8)
+        req = dict(train, gpus=r.choice((1, 1, 1, 2, 2, 4))) if r.random() < 0.85 else _request(r, device)
+        minimum = size if r.random() < 0.8 else r.randint(1, size)
+        jobs.append({"name": f"want{j}", "queue": r.choice(wanting), "priority": r.choice((50, 75, 100, 100)),
+                     "createdMinutesAgo": r.choice((1, 2, 5)), "perTask": req, "minAvailable": minimum,
+                     "tasks": [{"state": "Pending"}] * size})
+    return {"name": f"three-level gangs seed {seed}",
+            "actions": ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"],
+            "cycles": r.choice((1, 1, 2)), "staleGracePeriodSeconds": r.choice((0, 60, 300)),
+            "params": {"allowConsolidatingReclaim": r.random() < 0.7},
+            "departments": departments, "queues": subqueues + leafqueues,
+            "nodes": [n.spec for n in nodes], "jobs": jobs}

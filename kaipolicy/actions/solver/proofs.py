@@ -104,6 +104,7 @@ class ReclaimRefusals:
         jobs = self.ssn.cluster.jobs
         if victim_pending(self.ssn, evicted):
             return False
+        evicted = once(evicted)
         preemptor = tasks_to_allocate(self.ssn, scenario.preemptor, False)
         if not all(map(placed_alike, preemptor)) or not all(map(placed_back_alike, evicted)):
             return False
@@ -262,7 +263,7 @@ class ReclaimRefusals:
                  waiting: Collection[str], taking: float) -> bool:
         if victim_pending(self.ssn, victims):
             return False
-        evicted = [t for t in victims if t.status == Status.RELEASING]
+        evicted = [t for t in once(victims) if t.status == Status.RELEASING]
         if self.skip_reallocated and not all(placed_back_alike(t) for t in evicted if t.job in waiting):
             return False
         return self._bounded(scenario, nodes, evicted, waiting, taking)
@@ -353,6 +354,7 @@ class ReclaimRefusals:
         so a job's pods added up first give the same totals in any order), else one part per
         pod, added up in the pods' order (see PARTS_BY_JOB)."""
         jobs = self.ssn.cluster.jobs
+        tasks = once(tasks)
         parts = _parts_by_job(tasks, jobs) if PARTS_BY_JOB else None
         if parts is not None:
             return parts
@@ -527,7 +529,7 @@ def _counted_by_job(tasks: Sequence[Task], jobs: dict[str, Job]) -> tuple[list[_
     below EXACT_BELOW is exact in any order, so sums of several lists of pods add up), or None
     where some amount is not a whole number."""
     by_job: dict[str, list[Task]] = {}
-    for t in tasks:
+    for t in once(tasks):
         by_job.setdefault(t.job, []).append(t)
     parts: list[_Part] = []
     largest = 0.0
@@ -589,6 +591,15 @@ class _WalkStart:
             free = _free_whole(ssn.table.view(nodes))
         self.nodes, self.free = nodes, free
         return free
+
+
+def once(tasks: Sequence[Task]) -> Sequence[Task]:
+    """The pods, each once, in their order. A simulation's victims are the recorded ones and
+    every pod of the victim jobs on the node evicted from, which lists a recorded job's pods
+    again when a new potential victim of that job is on the node (as the reference lists them):
+    the bounds count each pod once, as the validator does."""
+    seen = {id(t): t for t in tasks}
+    return tasks if len(seen) == len(tasks) else list(seen.values())
 
 
 def goes_back_whole(job: Job) -> bool:
