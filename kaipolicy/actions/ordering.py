@@ -21,12 +21,6 @@ from kaipolicy.framework.session import Session
 #: at every comparison, as the reference does; the tests compare both).
 SUM_TAKEN_VICTIMS = True
 
-#: A listed job whose pods changed status since its key was taken counts as changed only when
-#: their statuses now differ from then (False: any status change counts, even one undone since,
-#: as a simulation's pipeline of a pending pod rolled back; the tests compare both). With the
-#: statuses as they were, the key is as it was (see SortedJobs).
-CHANGED_BY_STATUSES = True
-
 
 @dataclass(eq=False)
 class _QueueNode:
@@ -41,12 +35,15 @@ class _QueueNode:
 @dataclass(frozen=True)
 class SortedJobs:
     """Leaf queues' (key, sequence, job) entries in order, and each job's status-change count
-    and its pods' statuses when its key was taken; per leaf, its jobs' keys by uid. The session
-    notes the status changes of these jobs in `status_touched`.
+    when its key was taken; per leaf, its jobs' keys by uid. The session notes the status
+    changes of these jobs in `status_touched`.
 
-    Where job keys depend on the job alone (`Session.job_keys_pure`) a job's key is a function of
-    its pods' statuses (its tasks and gang sizes are fixed), so a job whose pods are back in the
-    statuses they had would be keyed alike again: it does not count as changed."""
+    A job whose pods changed status since counts as changed even where they are back in the
+    statuses they had (a preemptor's pipelines rolled back): its key is then the same, but the
+    order takes it out of its leaf and pushes it again, as the reference does, and where that
+    push links its leaf into the tree (later than the leaf would be) the heaps take another shape,
+    which with keys that are not a strict weak order pops other queues first (a shortcut that kept
+    such a job in place decided otherwise on three-level queue trees)."""
 
     leaves: dict[str, list[tuple[Any, int, Job]]]
     versions: dict[str, int]
@@ -54,7 +51,6 @@ class SortedJobs:
     jobs: dict[str, Job]
     position: dict[str, int]    # per job uid: where the leaves list it
     leaf_of: dict[str, str]
-    statuses: dict[str, tuple[Any, ...]]    # per job uid: its pods' statuses when listed
     # the jobs changed, and those of them with pending pods, as of a count of the session's status
     # changes of these jobs (see _changed)
     _changed_then: list[Any] = field(default_factory=lambda: [-1, [], []], compare=False, repr=False)
@@ -77,17 +73,10 @@ class SortedJobs:
             versions = self.versions
             # only the jobs the session saw change can have changed: the rest are as they were listed
             changed = [self.jobs[uid] for uid in ssn.status_touched
-                       if uid in versions and changes.get(uid, 0) != versions[uid] and self._moved(ssn, uid)]
+                       if uid in versions and changes.get(uid, 0) != versions[uid]]
             changed.sort(key=lambda j: self.position[j.uid])
             then[:] = [ssn.watched_changes, changed, [j for j in changed if j.has_pending]]
         return then[1], then[2]
-
-    def _moved(self, ssn: Session, uid: str) -> bool:
-        """Whether the job's pods are not all in the statuses they had when it was listed (asked
-        only where keys depend on the job alone; elsewhere any change counts)."""
-        if not (CHANGED_BY_STATUSES and ssn.job_keys_pure):
-            return True
-        return tuple([t.status for t in self.jobs[uid].tasks.values()]) != self.statuses[uid]
 
 
 @dataclass(frozen=True)
@@ -142,8 +131,7 @@ class JobsByQueue:
         return SortedJobs(leaves, {uid: changes.get(uid, 0) for uid in jobs},
                           {quid: {e[2].uid: e[0] for e in es} for quid, es in leaves.items()}, jobs,
                           {uid: i for i, uid in enumerate(jobs)},
-                          {e[2].uid: quid for quid, es in leaves.items() for e in es},
-                          {uid: tuple([t.status for t in j.tasks.values()]) for uid, j in jobs.items()})
+                          {e[2].uid: quid for quid, es in leaves.items() for e in es})
 
     def add_sorted(self, jobs: SortedJobs, skip: set[str]) -> list[Job]:
         """Load the leaf queues of `jobs`, leaving out the jobs whose uid is in `skip` and those
