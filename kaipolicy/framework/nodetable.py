@@ -112,6 +112,8 @@ class NodeTable:
         self.nodes = list(nodes)
         for i, n in enumerate(self.nodes):
             n.index = i
+        self._every_row = np.arange(len(self.nodes), dtype=np.intp)    # the rows of `nodes` itself
+        self._every_row.setflags(write=False)
         self._columns: dict[str, np.ndarray] = {}
         self._changing: dict[str, np.ndarray] = {}    # the columns a task can change
         # what a refresh reads of a changed node, all those columns at once, and the columns
@@ -315,6 +317,8 @@ class NodeTable:
         one starts, reuses that list's rows: the solver's feasible nodes grow a node at a time
         and shrink back, between lists of other nodes. Comparing the common part is a C loop
         over identities; reading each node's row is not."""
+        if nodes is self.nodes:
+            return self._every_row   # (the table's own list: kept apart, it pushes out no other)
         n = len(nodes)
         rows = None
         # (lists only: their slices compare element by element, nodes by identity)

@@ -86,6 +86,10 @@ class ReclaimRefusals:
         self._protected: dict[tuple[str, tuple[float, ...]], bool] = {}
         self._siblings: dict[str, tuple[dict[str, QueueShare], list[QueueShare]]] = {}   # see _RefusalBounds
         self._walk: _WalkStart | None = None    # see _walk_read
+        # the start shares read last (held, so their identity is not reused), the reclaimer and
+        # its request, and their levels over fair share (see over_share)
+        self._over: tuple[dict[str, QueueShare], tuple[object, ...], list[QueueShare]] | None = None
+        self._paths: tuple[dict[str, QueueShare], dict[str, set[str]]] | None = None   # see paths_in
 
     @staticmethod
     def for_session(ssn: Session) -> ReclaimRefusals | None:
@@ -326,7 +330,7 @@ class ReclaimRefusals:
         Only a job that goes back whole or not at all (`goes_back_whole`): the two cases are then
         every outcome of its turn."""
         queues = scenario.start_shares or self.ssn.shares.queues
-        levels = {qs.queue.uid for qs in _over_share(queues, scenario.preemptor.queue, scenario.request)}
+        levels = {qs.queue.uid for qs in self.over_share(scenario)}
         if not levels:
             return None
         gives: dict[str, float] = {}
@@ -390,6 +394,29 @@ class ReclaimRefusals:
                     self.ssn.tally["doomed together", self.ssn.action] += 1
                     return True
         return False
+
+    def paths_in(self, queues: dict[str, QueueShare]) -> dict[str, set[str]]:
+        """Per queue, the uids on its path up (filled as the bounds ask them), kept while the
+        bounds read the same queue table (the tree is fixed)."""
+        kept = self._paths
+        if kept is None or kept[0] is not queues:
+            kept = self._paths = (queues, {})
+        return kept[1]
+
+    def over_share(self, scenario: AnyScenario) -> list[QueueShare]:
+        """_over_share of the scenario's reclaimer, on the queue shares the bounds read: those of
+        the solution's start, which nothing changes while it lasts, are read once per request."""
+        queues = scenario.start_shares
+        if not queues:    # (as the bounds read them: the live shares then)
+            return _over_share(self.ssn.shares.queues, scenario.preemptor.queue, scenario.request)
+        request = scenario.request
+        key = (scenario.preemptor.queue, tuple([request[r] for r in RESOURCES]))
+        kept = self._over
+        if kept is not None and kept[0] is queues and kept[1] == key:
+            return kept[2]
+        levels = _over_share(queues, scenario.preemptor.queue, request)
+        self._over = (queues, key, levels)
+        return levels
 
     def _record(self, how: str) -> None:
         """The refusal, counted as the validator counts its own, and how it was proven."""
@@ -714,7 +741,7 @@ class _RefusalBounds:
         self._whole_total = sum(self._whole.values())
         self.must_stay = max(0.0, self._whole_total - free)     # whole GPUs among `maybe` that cannot all go back
         self._request_key = request_key_of(scenario.request)
-        self._paths: dict[str, set[str]] = {}
+        self._paths = proof.paths_in(self.queues)
         self._queues = {p.queue for p in [*sure, *maybe]}
         self._sure_queues = {p.queue for p in sure}
         self._within: dict[str, set[str]] = {}
@@ -726,7 +753,7 @@ class _RefusalBounds:
                 return True
         request = scenario.request
         own = {r for r in RESOURCES if request[r] > 0}
-        for qs in _over_share(self.queues, scenario.preemptor.queue, request):
+        for qs in self.proof.over_share(scenario):
             most = self._taken(qs.queue.uid, self.sure, self.maybe)
             mine = {r: qs.get("allocated")[r] - most[r] + request[r] for r in RESOURCES}
             for sib in self._siblings(qs):

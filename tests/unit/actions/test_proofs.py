@@ -262,3 +262,27 @@ def test_a_victim_job_goes_back_whole_exactly_where_its_placement_takes_every_ev
             checked[whole] += 1
             stmt.rollback(cp)
     assert checked[True] >= 20 and checked[False] >= 20
+
+
+def test_the_levels_over_fair_share_are_read_anew_for_another_request_queue_or_start() -> None:
+    # the levels of the reclaimer's path over fair share are kept per start shares, reclaimer
+    # and request: each of those read anew gives what the path says then
+    ssn, proof, scen, _ = _preemptor_placed(free_gpus=0)
+    want = ssn.cluster.jobs["want"]
+    start = scen.start_shares
+    assert start is not None
+
+    def levels(request: dict[str, float], queues: Any = start, queue: str = "q0") -> list[str]:
+        s = Scenario("reclaim", ssn.cluster.jobs, want, request, [], queues)
+        if queue != want.queue:
+            s.preemptor = ssn.cluster.jobs["gang"]
+        got = [qs.queue.uid for qs in proof.over_share(s)]
+        assert got == [qs.queue.uid for qs in proofs._over_share(queues, s.preemptor.queue, request)]
+        return got
+
+    one = dict(scen.request)
+    many = {**one, "gpu": 100.0}
+    assert levels(one) != levels(many)     # more GPUs asked puts more of the path over its share
+    assert levels(one) == levels(one)
+    levels(one, snapshot(ssn.shares.queues))
+    levels(many, queue="q1")

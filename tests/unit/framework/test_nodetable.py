@@ -258,3 +258,13 @@ def test_distinct_groups_values_as_numpy_unique_does(values: list[Any]) -> None:
     _, want_first, want_inverse = np.unique(array, return_index=True, return_inverse=True)
     assert list(first) == want_first.tolist()
     assert inverse.tolist() == want_inverse.tolist()
+
+
+def test_the_tables_own_list_is_every_row_in_order_however_many_lists_came_between() -> None:
+    table = NodeTable(nodes(12))
+    for k in range(3 * nodetable.KEPT_LISTS):    # other lists, long and short, push out the kept ones
+        table.view(table.nodes[k % 5:] if k % 2 else table.nodes[: 12 - k % 7])
+        whole = table.whole()
+        assert whole.every and whole.index.tolist() == list(range(12))
+        assert whole.idle_cpu_millis.tolist() == [n.idle.cpu for n in table.nodes]
+    assert not table.whole().index.flags.writeable     # shared by every view of the whole table
