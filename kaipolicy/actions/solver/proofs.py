@@ -72,6 +72,10 @@ BOUNDS_BEFORE_EVICTING = True
 #: once for the walk's scenarios (False: at each scenario; the tests compare both). See _WalkStart.
 WALK_START_KEPT = True
 
+#: This module's switches (see solve._simulation_shortcuts_off).
+SWITCH_NAMES = ("REFUSALS_PROVEN", "DOOMED_TOGETHER", "CASES_SPLIT", "BOUNDS_BEFORE_TURNS", "BOUNDS_BEFORE_EVICTING",
+                "WALK_START_KEPT", "PARTS_BY_JOB")
+
 #: The validator whose refusals can be proven, as the proportion plugin's rule file calls it.
 RECLAIMABLE = "reclaim.reclaimable"
 

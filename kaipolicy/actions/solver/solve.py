@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import enum
 import math
+import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from kaipolicy.actions import ordering
 from kaipolicy.actions.heap import SortedByKey
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _QueueNode
 from kaipolicy.actions.placement import allocate_job
-from kaipolicy.actions.solver import placing
+from kaipolicy.actions.solver import placing, proofs
 from kaipolicy.actions.solver.evict import evict_all
 from kaipolicy.actions.solver.proofs import (
     EXACT_BELOW,
@@ -284,7 +285,7 @@ class JobSolver:
                 ssn.tally["simulated", self.action] += 1
                 result = solve_scenario(self, current, feasible)
                 if result.solved:
-                    return result
+                    return self._as_the_reference(result, current, feasible)
                 current = builder.next()
         finally:
             ssn.tally["filtered", self.action] += builder.filtered
@@ -338,11 +339,61 @@ class JobSolver:
                 result = solve_scenario(self, built.view, feasible, stmt, start)
                 if result.solved:
                     stmt = None   # the solution holds it
-                    return result
+                    return self._as_the_reference(result, built.view, feasible)
         finally:
             if stmt is not None:
                 stmt.discard()
         return None
+
+
+    def _as_the_reference(self, result: Solution, scenario: AnyScenario, feasible: dict[str, Node]) -> Solution:
+        """The solution as the reference's simulation leaves it. A job remembers the pods it
+        places next until one of them changes status, and committing a solution changes none
+        (it only marks the evicted pods real): what the solution's simulation remembered of a
+        victim job stays. The reference's order keys every job it pops, and the shortcuts skip
+        pops (after the last turn, turns read from the keys), so where a victim job has pending
+        pods, which a gate later reads through that memory, the scenario is simulated again with
+        the simulation's shortcuts off, from the walk's start (the same solution: they are exact
+        but for what they leave remembered)."""
+        if not any(_simulation_shortcuts()) or not victim_pending(self.ssn, result.victim_tasks):
+            return result
+        assert result.statement is not None
+        result.statement.discard()
+        self.ssn.tally["solution simulated again as the reference", self.action] += 1
+        with _simulation_shortcuts_off():
+            again = solve_scenario(self, scenario, feasible)
+        return again
+
+
+def _simulation_shortcuts() -> list[bool]:
+    return [getattr(module, name) for module, name in _simulation_switches()]
+
+
+def _simulation_switches() -> list[tuple[Any, str]]:
+    """The switches of the shortcuts inside one simulation (this module's, the proofs' and the
+    proven placement's)."""
+    here = sys.modules[__name__]
+    return [*((here, name) for name in _SWITCH_NAMES), (placing, "PLACEMENTS_PROVEN"),
+            *((proofs, name) for name in proofs.SWITCH_NAMES)]
+
+
+@contextmanager
+def _simulation_shortcuts_off() -> Iterator[None]:
+    switches = _simulation_switches()
+    saved = [getattr(module, name) for module, name in switches]
+    try:
+        for module, name in switches:
+            setattr(module, name, False)
+        yield
+    finally:
+        for (module, name), value in zip(switches, saved):
+            setattr(module, name, value)
+
+
+_SWITCH_NAMES = ("STOP_AFTER_LAST_TURN", "LAST_TURN_AT_ONCE", "STREAKS_POPPED_AT_ONCE", "PATH_POPS", "FITS_FROM_BEFORE",
+                 "TURNS_FROM_KEYS", "RUNS_PASSED_OVER", "NEXT_TURN_READ", "NEXT_READ_BEFORE_PLACING",
+                 "RECORDED_EVICTED_ONCE", "QUEUES_INTERLEAVED", "ONE_LINE_AT_ONCE", "TURNS_ONE_BY_ONE",
+                 "HOPELESS_AFTER_VICTIMS", "WHOLE_GPUS_COUNTED", "SHORT_READ_AHEAD", "SHORT_BEFORE_EVICTING")
 
 
 def _built_ahead(ssn: Session, scenario: Scenario) -> bool:
