@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,11 @@ def same_with_and_without_shortcuts(doc: dict[str, Any]) -> bool:
     return alike(fast, plain)
 
 
+def differing(make: Callable[[int], dict[str, Any]], seeds: Iterable[int]) -> list[int]:
+    """The seeds whose scenarios (`make(seed)`) decide otherwise with the shortcuts off."""
+    return [seed for seed in seeds if not same_with_and_without_shortcuts(make(seed))]
+
+
 def alike(fast: Outcome, plain: Outcome) -> bool:
     """The same report and audit log, refusal counts compared as the shortcuts allow."""
     return fast[0] == plain[0] and _refusals_alike(fast[1], plain[1])
@@ -169,7 +174,7 @@ def test_a_shared_scenario_decides_alike_with_the_shortcuts_off(path: Path) -> N
 
 @pytest.mark.parametrize("start", range(SEEDS.start, SEEDS.stop, BLOCK))
 def test_random_scenarios_decide_alike_with_the_shortcuts_off(start: int) -> None:
-    differ = [seed for seed in range(start, start + BLOCK) if not same_with_and_without_shortcuts(scenario(seed))]
+    differ = differing(scenario, range(start, start + BLOCK))
     assert differ == []
 
 
@@ -178,8 +183,7 @@ PRESSURE = range(300)
 
 @pytest.mark.parametrize("start", range(PRESSURE.start, PRESSURE.stop, BLOCK))
 def test_clusters_under_reclaim_pressure_decide_alike_with_the_shortcuts_off(start: int) -> None:
-    differ = [seed for seed in range(start, start + BLOCK)
-              if not same_with_and_without_shortcuts(reclaim_pressure.scenario(seed))]
+    differ = differing(reclaim_pressure.scenario, range(start, start + BLOCK))
     assert differ == []
 
 
@@ -199,8 +203,7 @@ def overcommitted(doc: dict[str, Any], by: int) -> dict[str, Any]:
 def test_clusters_under_reclaim_pressure_with_an_overcommitted_node_decide_alike_with_the_shortcuts_off() -> None:
     # a node whose free GPUs are below zero takes no victim back: the refusal bounds once counted
     # it as less than none and proved refusals the validator would not make (seed 241)
-    differ = [seed for seed in range(236, 246)
-              if not same_with_and_without_shortcuts(overcommitted(reclaim_pressure.scenario(seed), 6))]
+    differ = differing(lambda seed: overcommitted(reclaim_pressure.scenario(seed), 6), range(236, 246))
     assert differ == []
 
 
@@ -250,8 +253,7 @@ GANGS = range(360)
 
 @pytest.mark.parametrize("start", range(GANGS.start, GANGS.stop, BLOCK))
 def test_whole_gpu_gangs_on_small_nodes_decide_alike_with_the_shortcuts_off(start: int) -> None:
-    differ = [seed for seed in range(start, start + BLOCK)
-              if not same_with_and_without_shortcuts(reclaim_pressure.whole_gpu_gangs(seed))]
+    differ = differing(reclaim_pressure.whole_gpu_gangs, range(start, start + BLOCK))
     assert differ == []
 
 
@@ -260,8 +262,7 @@ THREE_LEVELS = range(300)
 
 @pytest.mark.parametrize("start", range(THREE_LEVELS.start, THREE_LEVELS.stop, BLOCK))
 def test_three_level_queue_trees_decide_alike_with_the_shortcuts_off(start: int) -> None:
-    differ = [seed for seed in range(start, start + BLOCK)
-              if not same_with_and_without_shortcuts(reclaim_pressure.three_level_gangs(seed))]
+    differ = differing(reclaim_pressure.three_level_gangs, range(start, start + BLOCK))
     assert differ == []
 
 
@@ -286,8 +287,7 @@ def test_a_solutions_victim_with_pending_pods_is_left_remembered_as_the_referenc
     # is remembered with its pods evicted, and a gate later reads that (seed 10143: gang14 then
     # asks 7 GPUs and its queue's reclaim-within-fair-share turns it away); the shortcuts skipped
     # those pops and left it to be read afresh (2 GPUs)
-    differ = [seed for seed in REMEMBERED[start:start + 12]
-              if not same_with_and_without_shortcuts(reclaim_pressure.three_level_gangs(seed))]
+    differ = differing(reclaim_pressure.three_level_gangs, REMEMBERED[start:start + 12])
     assert differ == []
 
 
