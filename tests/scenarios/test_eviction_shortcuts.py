@@ -291,6 +291,14 @@ def test_a_solutions_victim_with_pending_pods_is_left_remembered_as_the_referenc
     assert differ == []
 
 
+@pytest.mark.parametrize("seed", [47749, 49128])
+def test_a_queue_holding_less_than_nothing_has_its_turns_told_from_its_keys_as_they_are(seed: int) -> None:
+    # a victim queue holding -1 GPU (its evicted pods' accounting) is read as unlimited, so not
+    # starved; at the keys' bound, a little more, it is starved: the bound said its victim came
+    # before the preemptor, where the order pops the preemptor first (47749: no reclaim for want1)
+    assert same_with_and_without_shortcuts(reclaim_pressure.three_level_gangs(seed))
+
+
 def test_every_switch_inside_a_simulation_is_off_when_a_solution_is_simulated_again() -> None:
     inside = {(module, name) for module, name in solve._simulation_switches()}
     assert inside <= set(SHORTCUTS.values())

@@ -834,7 +834,7 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
             return None
         lines.append(_VictimLine(share, ahead))
     leaves = [(p_share, [preemptor]), *((line.share, line.ahead) for line in lines)]
-    if not first_of_their_leaves:
+    if not first_of_their_leaves or any(_held_below_zero(share) for share, _ in leaves):
         return _stepwise_lines(ssn, shared, left_out, keys, leaves, taking_part)
     try:
         limit = capacity.queue_order_key_unmemoised(shares, p_share, ssn.job_request(preemptor), None)[:-1]
@@ -864,6 +864,16 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
     except Exception:  # noqa: BLE001 - the built-in's own failure is left to the order's keys
         return None
     return _stepwise_lines(ssn, shared, left_out, keys, leaves, taking_part)
+
+
+def _held_below_zero(share: QueueShare) -> bool:
+    """The queue holds less than nothing of some resource (its evicted pods' accounting can take
+    it there). The keys' bounds rest on every element but the last never decreasing as the
+    allocation grows, which fails where a sum meets -1, the value the queue order reads as
+    unlimited: a queue holding -1 GPU is not starved, and one holding a little more is (seed
+    47749 of reclaim_pressure.three_level_gangs). Its turns are then told one by one, from its
+    keys as they are."""
+    return any(float(sh.allocated) < 0 for sh in share.shares.values())
 
 
 def _stepwise_lines(ssn: Session, shared: SortedJobs, left_out: set[str], keys: dict[str, Any],
