@@ -51,6 +51,7 @@ class SortedJobs:
     jobs: dict[str, Job]
     position: dict[str, int]    # per job uid: where the leaves list it
     leaf_of: dict[str, str]
+    statuses: dict[str, tuple[Any, ...]]    # per job uid: its pods' statuses when listed
     # the jobs changed, and those of them with pending pods, as of a count of the session's status
     # changes of these jobs (see _changed)
     _changed_then: list[Any] = field(default_factory=lambda: [-1, [], []], compare=False, repr=False)
@@ -63,6 +64,18 @@ class SortedJobs:
     def changed_pending(self, ssn: Session, skip: set[str]) -> bool:
         """Some job `changed` gives has pending pods."""
         return any(j.uid not in skip for j in self._changed(ssn)[1])
+
+    def moved(self, ssn: Session, skip: set[str]) -> tuple[list[Job], bool]:
+        """`changed`, less the jobs whose pods are back in the statuses they had when listed,
+        where job keys depend on the job alone (their keys are then as listed), and whether one
+        of those left has pending pods. For reading turns from the keys only: a loaded order
+        still takes every changed job out and pushes it again, as the reference does (the heaps'
+        shape depends on when a leaf is linked; the keys' bounds do not)."""
+        changed = [j for j in self._changed(ssn)[0] if j.uid not in skip]
+        if ssn.job_keys_pure:
+            changed = [j for j in changed
+                       if tuple([t.status for t in j.tasks.values()]) != self.statuses[j.uid]]
+        return changed, any(j.has_pending for j in changed)
 
     def _changed(self, ssn: Session) -> tuple[list[Job], list[Job]]:
         """Every changed job, and those with pending pods; worked out again only after a status
@@ -131,7 +144,8 @@ class JobsByQueue:
         return SortedJobs(leaves, {uid: changes.get(uid, 0) for uid in jobs},
                           {quid: {e[2].uid: e[0] for e in es} for quid, es in leaves.items()}, jobs,
                           {uid: i for i, uid in enumerate(jobs)},
-                          {e[2].uid: quid for quid, es in leaves.items() for e in es})
+                          {e[2].uid: quid for quid, es in leaves.items() for e in es},
+                          {uid: tuple([t.status for t in j.tasks.values()]) for uid, j in jobs.items()})
 
     def add_sorted(self, jobs: SortedJobs, skip: set[str]) -> list[Job]:
         """Load the leaf queues of `jobs`, leaving out the jobs whose uid is in `skip` and those

@@ -87,6 +87,13 @@ def test_a_listed_job_whose_pods_are_back_in_their_statuses_counts_as_changed() 
     ssn.set_status(task, status)
     assert [j.name for j in sorted_jobs.changed(ssn, set())] == ["a1"]
     assert sorted_jobs.changed_pending(ssn, set())
+    # for the turns read from the keys it has not moved: its key is as listed
+    assert ssn.job_keys_pure
+    assert sorted_jobs.moved(ssn, set()) == ([], False)
+    ssn.set_status(task, type(status).PIPELINED)
+    assert [j.name for j in sorted_jobs.moved(ssn, set())[0]] == ["a1"]
+    assert sorted_jobs.moved(ssn, {by_name["a1"].uid}) == ([], False)
+    ssn.set_status(task, status)
     order = JobsByQueue(ssn)
     order.add_sorted(sorted_jobs, set())
     order.add([j for j in sorted_jobs.changed(ssn, set())], JobFilter())
