@@ -133,6 +133,6 @@ def valid_portions(view: NodeVector, task: Task) -> np.ndarray:
         return np.full(len(view), p <= 1 or p == int(p))
     memory: np.ndarray = view.gpu_memory
     first, inverse = distinct(memory)
-    verdicts = np.array([view.node(int(i)).valid_portion(req) for i in first], dtype=bool)
+    verdicts = np.array([view.node(i).valid_portion(req) for i in first], dtype=bool)
     out: np.ndarray = verdicts[inverse]
     return out

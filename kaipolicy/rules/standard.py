@@ -93,7 +93,7 @@ def _by_column(fn: Any, column: str) -> Any:
         nv = next(a for a in args if isinstance(a, NodeVector))
         values = getattr(nv, column)
         first, inverse = distinct(values)
-        results = [fn(*[nv.nodes[int(i)] if a is nv else a for a in args]) for i in first]
+        results = [fn(*[nv.nodes[i] if a is nv else a for a in args]) for i in first]
         out: np.ndarray = np.asarray(results, dtype=object if isinstance(results[0], str) else None)[inverse]
         return out
     return vector

@@ -345,7 +345,6 @@ class JobSolver:
                 stmt.discard()
         return None
 
-
     def _as_the_reference(self, result: Solution, scenario: AnyScenario, feasible: dict[str, Node]) -> Solution:
         """The solution as the reference's simulation leaves it. A job remembers the pods it
         places next until one of them changes status, and committing a solution changes none
@@ -355,7 +354,8 @@ class JobSolver:
         pods, which a gate later reads through that memory, the scenario is simulated again with
         the simulation's shortcuts off, from the walk's start (the same solution: they are exact
         but for what they leave remembered)."""
-        if not any(_simulation_shortcuts()) or not victim_pending(self.ssn, result.victim_tasks):
+        if not any(getattr(module, name) for module, name in _simulation_switches()) \
+                or not victim_pending(self.ssn, result.victim_tasks):
             return result
         assert result.statement is not None
         result.statement.discard()
@@ -363,10 +363,6 @@ class JobSolver:
         with _simulation_shortcuts_off():
             again = solve_scenario(self, scenario, feasible)
         return again
-
-
-def _simulation_shortcuts() -> list[bool]:
-    return [getattr(module, name) for module, name in _simulation_switches()]
 
 
 def _simulation_switches() -> list[tuple[Any, str]]:
