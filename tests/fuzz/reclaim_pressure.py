@@ -268,3 +268,39 @@ def three_level_gangs(seed: int) -> dict[str, Any]:
             "params": {"allowConsolidatingReclaim": r.random() < 0.7},
             "departments": departments, "queues": subqueues + leafqueues,
             "nodes": [n.spec for n in nodes], "jobs": jobs}
+
+
+def busy_three_levels(seed: int) -> dict[str, Any]:
+    """`three_level_gangs(seed)` made busier: two to four cycles; pending jobs in any leaf (whole
+    GPUs, GPU fractions and GPU memory that consolidation has to make room for, elastic gangs
+    above their minimum, priorities from train to inference, so that preempt finds victims in
+    the preemptor's own queue); some running pods already releasing, and now and then a node
+    cordoned."""
+    doc = three_level_gangs(seed)
+    r = random.Random(seed * 7919 + 1)
+    doc["name"] = f"busy three levels seed {seed}"
+    doc["cycles"] = r.choice((2, 3, 4))
+    leaves = [q["name"] for q in doc["queues"] if q["parent"] not in {d["name"] for d in doc["departments"]}]
+    device = doc["nodes"][0]["gpuMemoryMiB"]
+    for job in doc["jobs"]:
+        for task in job["tasks"]:
+            if task["state"] == "Running" and r.random() < 0.05:
+                task["state"] = "Releasing"
+    if r.random() < 0.2:
+        r.choice(doc["nodes"])["unschedulable"] = True
+    for j in range(r.randint(2, 6)):
+        kind = r.choice(("whole", "fraction", "memory", "elastic"))
+        if kind == "whole":
+            size, req = 1, {"cpuMillis": 4000, "memoryBytes": 16 * 2**30, "gpus": r.choice((1, 2))}
+        elif kind == "fraction":
+            size, req = r.choice((1, 1, 2)), {"cpuMillis": 2000, "memoryBytes": 8 * 2**30,
+                                              "gpus": r.choice((0.25, 0.5, 0.75))}
+        elif kind == "memory":
+            size, req = 1, {"cpuMillis": 2000, "memoryBytes": 8 * 2**30, "gpuMemoryMiB": device // r.choice((2, 4))}
+        else:
+            size, req = r.randint(2, 6), {"cpuMillis": 8000, "memoryBytes": 32 * 2**30, "gpus": 1}
+        minimum = r.randint(1, size - 1) if kind == "elastic" else size
+        doc["jobs"].append({"name": f"busy{j}", "queue": r.choice(leaves), "priority": r.choice((50, 75, 100, 125)),
+                            "createdMinutesAgo": r.choice((1, 3, 15)), "perTask": req, "minAvailable": minimum,
+                            "tasks": [{"state": "Pending"}] * size})
+    return doc

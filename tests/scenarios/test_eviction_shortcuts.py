@@ -267,6 +267,15 @@ def test_three_level_queue_trees_decide_alike_with_the_shortcuts_off(start: int)
     assert differ == []
 
 
+BUSY = range(120)
+
+
+@pytest.mark.parametrize("start", range(BUSY.start, BUSY.stop, BLOCK))
+def test_busier_three_level_clusters_over_several_cycles_decide_alike_with_the_shortcuts_off(start: int) -> None:
+    differ = differing(reclaim_pressure.busy_three_levels, range(start, start + BLOCK))
+    assert differ == []
+
+
 @pytest.mark.parametrize("seed", [3279, 25719, 26568, 27395, 27683, 34736, 36673, 48706])
 def test_a_recorded_victim_listed_again_on_its_node_is_counted_once_by_the_bounds(seed: int) -> None:
     # a simulation's victims are the recorded ones and every pod of the victim jobs on the node
@@ -298,6 +307,22 @@ def test_a_queue_holding_less_than_nothing_has_its_turns_told_from_its_keys_as_t
     # starved; at the keys' bound, a little more, it is starved: the bound said its victim came
     # before the preemptor, where the order pops the preemptor first (47749: no reclaim for want1)
     assert same_with_and_without_shortcuts(reclaim_pressure.three_level_gangs(seed))
+
+
+def test_a_solution_simulated_again_starts_from_the_feasible_nodes_its_scenario_found() -> None:
+    # preempt's busy4 evicts busy1's three pods (pipelined by reclaim, two more pending); the
+    # scenario first simulates busy1's pending pods' node, none, where busy4 fits nowhere. busy1
+    # has pending pods, so the solution is simulated again: it once started with the victims'
+    # nodes left in the feasible nodes by the solution, and busy4 fitted on one with no eviction
+    # (its record named no victims)
+    doc = reclaim_pressure.busy_three_levels(1887)
+    with switched(True):
+        fast = outcome(doc)
+    assert not isinstance(fast, str)
+    records = [r for r in fast[0][1] if r.get("action") == "preempt" and r.get("job") == "busy4"
+               and r.get("outcome") == "preempted"]
+    assert [r["victims"] for r in records] == [["default/busy1-2", "default/busy1-1", "default/busy1-0"]]
+    assert same_with_and_without_shortcuts(doc)
 
 
 def test_every_switch_inside_a_simulation_is_off_when_a_solution_is_simulated_again() -> None:

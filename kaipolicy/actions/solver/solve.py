@@ -120,6 +120,8 @@ class Solution:
     victim_tasks: list[Task] = field(default_factory=list)
     victim_jobs: list[Job] = field(default_factory=list)
     statement: Statement | None = None
+    # the nodes its simulation added to the walk's feasible nodes (they stay there with it)
+    nodes_added: tuple[str, ...] = ()
 
 
 FAILED = Solution(False)
@@ -359,6 +361,13 @@ class JobSolver:
             return result
         assert result.statement is not None
         result.statement.discard()
+        # the walk's feasible nodes as the scenario found them: a victim node the solution's
+        # simulation added would let the preemptor fit where the scenario's first simulation
+        # (of fewer evictions) found no room (busy_three_levels seed 1887)
+        for name in result.nodes_added:
+            feasible.pop(name, None)
+        if result.nodes_added:
+            self.feasible_changed()
         self.ssn.tally["solution simulated again as the reference", self.action] += 1
         with _simulation_shortcuts_off():
             again = solve_scenario(self, scenario, feasible)
@@ -516,6 +525,8 @@ def solve_scenario(solver: JobSolver, scenario: AnyScenario, feasible: dict[str,
                 result = _simulate(solver, scenario, stmt, feasible, [*scenario.recorded_tasks, *tasks], provable,
                                    start)
                 if result is not None:
+                    if result.solved:
+                        result.nodes_added = tuple(added)
                     return result
                 for name in added:
                     feasible.pop(name, None)
