@@ -22,6 +22,7 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
     """`admit` (when given) is asked before the signature shortcut, as the reference does for
     reclaim's canReclaim."""
     where = f"in {action}"     # what a time limit reached between two jobs says
+    ssn.preemptors_waiting = order
     try:
         while not order.empty():
             job = order.pop()
@@ -50,4 +51,5 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
                 if ssn.audit.enabled:
                     ssn.audit.add("job", **job_failure(ssn, job, action))
     finally:
+        ssn.preemptors_waiting = None
         order.dispose()   # its reference cycles would wait for the collector

@@ -7,7 +7,7 @@ and each queue is judged by the victims already taken from it plus its next one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,6 +218,16 @@ class JobsByQueue:
             parent.children.push(child)
         if new:
             self._link(parent)
+
+    def holding(self, uids: Collection[str]) -> bool:
+        """Whether a job whose uid is in `uids` is still in the order (pushed, not popped yet)."""
+        for node in self.nodes.values():
+            if node.leaf:
+                for item in node.children.items:
+                    job = item[2] if isinstance(item, tuple) else item
+                    if job.uid in uids:
+                        return True
+        return False
 
     def dispose(self) -> None:
         """Break the order's reference cycles (its heaps hold its comparison methods, its nodes

@@ -139,6 +139,9 @@ class Session:
         # ask for (framework/tasks.py)
         self.next_tasks: dict[str, list[Task]] = {}
         self.next_request: dict[str, fairshare.Vec] = {}
+        # the jobs an eviction action has yet to try, while it runs (see eviction_loop): their
+        # gates will read what is remembered of them above
+        self.preemptors_waiting: Any = None
         self.labelled: dict[str, LabelledUsage] = {}   # GPUs per queue by node label, once a rule asks
         self.errors: list[Outcome] = []
         # while work is done ahead of its turn (see hold_errors): the held errors' audit fields

@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from kaipolicy.framework.config import DEFAULT_PLUGINS
+
 
 class _Node:
     """A node's spec, and the room its running pods leave."""
@@ -303,4 +305,64 @@ def busy_three_levels(seed: int) -> dict[str, Any]:
         doc["jobs"].append({"name": f"busy{j}", "queue": r.choice(leaves), "priority": r.choice((50, 75, 100, 125)),
                             "createdMinutesAgo": r.choice((1, 3, 15)), "perTask": req, "minAvailable": minimum,
                             "tasks": [{"state": "Pending"}] * size})
+    return doc
+
+
+def constrained_three_levels(seed: int) -> dict[str, Any]:
+    """`busy_three_levels(seed)` with constraints the shortcuts must respect: nodes of two types
+    in two racks (a topology), pending jobs with required node affinity, pod affinity or
+    anti-affinity to labelled running pods, a pending gang of two subgroups, a job being deleted,
+    and the scheduler's parameters varied (consolidation's victim cap, scheduling signatures,
+    full-hierarchy fairness)."""
+    doc = busy_three_levels(seed)
+    r = random.Random(seed * 104729 + 7)
+    doc["name"] = f"constrained three levels seed {seed}"
+    for i, node in enumerate(doc["nodes"]):
+        node["labels"] = {"kai.scheduler/type": r.choice(("a", "b")), "rack": f"r{i % 2}"}
+    doc["topologies"] = [{"name": "racks", "levels": ["rack"]}]
+    running = [j for j in doc["jobs"] if any(t["state"] == "Running" for t in j["tasks"])]
+    labelled = r.sample(running, min(len(running), 3))
+    for j in labelled:
+        for t in j["tasks"]:
+            t["labels"] = {"app": j["name"]}
+    pending = [j for j in doc["jobs"] if all(t["state"] == "Pending" for t in j["tasks"])]
+    for j in pending:
+        roll = r.random()
+        if roll < 0.2:
+            j["tasks"] = [dict(t, nodeAffinity=[r.choice(("a", "b"))]) for t in j["tasks"]]
+        elif roll < 0.35 and labelled:
+            target = r.choice(labelled)["name"]
+            key = "antiTopologyKey" if r.random() < 0.5 else "topologyKey"
+            j["tasks"] = [dict(t, podAffinity={"labels": {"app": target}, key: "rack"}) for t in j["tasks"]]
+    if r.random() < 0.3 and running:
+        r.choice(running)["deleted"] = True
+    if r.random() < 0.5:
+        leaves = sorted({j["queue"] for j in doc["jobs"]})
+        doc["jobs"].append({
+            "name": "split", "queue": r.choice(leaves), "priority": r.choice((50, 100)), "createdMinutesAgo": 2,
+            "perTask": {"cpuMillis": 4000, "memoryBytes": 16 * 2**30, "gpus": 1},
+            "subGroups": [{"name": "workers", "minAvailable": 2}, {"name": "chief", "minAvailable": 1}],
+            "tasks": [{"state": "Pending", "subGroup": "workers"}] * r.randint(2, 3)
+            + [{"state": "Pending", "subGroup": "chief"}]})
+    doc["params"] = dict(doc["params"], maxConsolidationPreemptees=r.choice((0, 2, 4, 16)),
+                         useSchedulingSignatures=r.random() < 0.7, fullHierarchyFairness=r.random() < 0.8)
+    return doc
+
+
+def protected_three_levels(seed: int) -> dict[str, Any]:
+    """`busy_three_levels(seed)` under the minruntime plugin: default reclaim and preempt
+    min-runtimes and jobs started from one minute to an hour ago, so that victim filters turn
+    recently started victims away and the elastic-keeps-minimum validators run after the
+    proportion validator."""
+    doc = busy_three_levels(seed)
+    r = random.Random(seed * 15485863 + 3)
+    doc["name"] = f"protected three levels seed {seed}"
+    arguments = {"defaultReclaimMinRuntime": r.choice(("0s", "5m", "20m")),
+                 "defaultPreemptMinRuntime": r.choice(("0s", "3m", "20m")),
+                 "reclaimResolveMethod": r.choice(("lca", "queue"))}
+    doc["config"] = {"tiers": [{"plugins": [{"name": name, "arguments": dict(arguments) if name == "minruntime"
+                                             else dict(args)} for name, args in DEFAULT_PLUGINS]}]}
+    for job in doc["jobs"]:
+        if any(t["state"] == "Running" for t in job["tasks"]) and r.random() < 0.8:
+            job["lastStartMinutesAgo"] = r.choice((1, 4, 10, 30, 60))
     return doc

@@ -353,11 +353,12 @@ class JobSolver:
         (it only marks the evicted pods real): what the solution's simulation remembered of a
         victim job stays. The reference's order keys every job it pops, and the shortcuts skip
         pops (after the last turn, turns read from the keys), so where a victim job has pending
-        pods, which a gate later reads through that memory, the scenario is simulated again with
+        pods or is yet to be tried by the action, so that a gate later reads that memory (what
+        it places next, and what that asks), the scenario is simulated again with
         the simulation's shortcuts off, from the walk's start (the same solution: they are exact
         but for what they leave remembered)."""
         if not any(getattr(module, name) for module, name in _simulation_switches()) \
-                or not victim_pending(self.ssn, result.victim_tasks):
+                or not (victim_pending(self.ssn, result.victim_tasks) or self._victim_waiting(result)):
             return result
         assert result.statement is not None
         result.statement.discard()
@@ -372,6 +373,15 @@ class JobSolver:
         with _simulation_shortcuts_off():
             again = solve_scenario(self, scenario, feasible)
         return again
+
+    def _victim_waiting(self, result: Solution) -> bool:
+        """A victim job of the solution is one the action has yet to try: its gates will then read
+        what the solution's simulation left remembered of it (busy_three_levels seed 8270:
+        elastic15, a victim whose pending pod had been placed, is tried after the solution; the
+        reference's pop had remembered its request with its evicted pods, and
+        reclaim-within-fair-share turns it away)."""
+        waiting = self.ssn.preemptors_waiting
+        return waiting is not None and waiting.holding({t.job for t in result.victim_tasks})
 
 
 def _simulation_switches() -> list[tuple[Any, str]]:
