@@ -8,7 +8,7 @@ read hook results only through the methods below and change state only through a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -50,6 +50,12 @@ STATUS_LOG_KEPT = 1 << 20
 FIXED_PREDICATES_KEPT = True
 #: Pod and node pairs remembered so, at most (the memo starts over past it).
 FIXED_PASSES_KEPT = 1 << 20
+
+
+class JobsWaiting(Protocol):
+    """The jobs an eviction action has yet to try (its order of preemptors)."""
+
+    def holding(self, uids: Collection[str]) -> bool: ...
 
 
 class Rule(Protocol):
@@ -141,7 +147,7 @@ class Session:
         self.next_request: dict[str, fairshare.Vec] = {}
         # the jobs an eviction action has yet to try, while it runs (see eviction_loop): their
         # gates will read what is remembered of them above
-        self.preemptors_waiting: Any = None
+        self.preemptors_waiting: JobsWaiting | None = None
         self.labelled: dict[str, LabelledUsage] = {}   # GPUs per queue by node label, once a rule asks
         self.errors: list[Outcome] = []
         # while work is done ahead of its turn (see hold_errors): the held errors' audit fields
