@@ -180,3 +180,21 @@ def test_a_queue_order_rule_reading_the_victims_sees_every_victim_taken(monkeypa
     monkeypatch.setattr(type(ssn), "queue_keys_remembered", property(lambda self: False))
     ssn.queue_key(ssn.cluster.queues["q0"], None, TakenVictims(jobs[:2], jobs[2], (0.0, 0.0, 0.0)))
     assert seen == [["v0", "v1", "v2"]]
+
+
+@pytest.mark.parametrize("depth", [None, 8], ids=["sorted leaves", "heap leaves"])
+def test_an_order_tells_whether_it_still_holds_a_job(depth: int | None) -> None:
+    queues = [{"name": "qa", "deserved": {"gpu": 2}, "creationOrder": 0},
+              {"name": "qb", "deserved": {"gpu": 2}, "creationOrder": 1}]
+    jobs = [job("a0", "qa", createdMinutesAgo=10), job("a1", "qa", createdMinutesAgo=5), job("b0", "qb")]
+    ssn = open_session(scenario([node("n0", gpus=8)], jobs, queues).snapshot(), SchedulerConfig(), default_bundle())
+    uid = {j.name: j.uid for j in ssn.cluster.jobs.values()}
+    order = JobsByQueue(ssn, depth=depth).add(ssn.cluster.jobs.values(), JobFilter(pending=True))
+    assert order.holding({uid["a0"], uid["b0"]}) and not order.holding({"no-such-job"})
+    popped = set()
+    while not order.empty():
+        first = order.pop()
+        assert first is not None
+        popped.add(first.uid)
+        assert not order.holding(popped)
+        assert order.holding(set(uid.values()) - popped) == (len(popped) < 3)
