@@ -366,3 +366,30 @@ def protected_three_levels(seed: int) -> dict[str, Any]:
         if any(t["state"] == "Running" for t in job["tasks"]) and r.random() < 0.8:
             job["lastStartMinutesAgo"] = r.choice((1, 4, 10, 30, 60))
     return doc
+
+
+def topology_three_levels(seed: int) -> dict[str, Any]:
+    """`busy_three_levels(seed)` on nodes in zones and racks: pending gangs that must (or would
+    rather) land in one rack or one zone, queue limits that bind (a limit at what a queue holds),
+    and multi-device fractions."""
+    doc = busy_three_levels(seed)
+    r = random.Random(seed * 32452843 + 11)
+    doc["name"] = f"topology three levels seed {seed}"
+    for i, node in enumerate(doc["nodes"]):
+        node["labels"] = {"zone": f"z{i % 2}", "rack": f"z{i % 2}-r{(i // 2) % 2}"}
+    doc["topologies"] = [{"name": "dc", "levels": ["zone", "rack"]}]
+    for job in doc["jobs"]:
+        if all(t["state"] == "Pending" for t in job["tasks"]) and len(job["tasks"]) > 1 and r.random() < 0.6:
+            level = r.choice(("zone", "rack"))
+            job["topologyConstraint"] = ({"topology": "dc", "requiredLevel": level} if r.random() < 0.5
+                                         else {"topology": "dc", "preferredLevel": level})
+    for q in doc["queues"]:
+        if r.random() < 0.15:
+            q["limit"] = {"gpu": max(q["deserved"]["gpu"], 1)}
+    if r.random() < 0.4:
+        leaves = sorted({j["queue"] for j in doc["jobs"]})
+        doc["jobs"].append({"name": "multi", "queue": r.choice(leaves), "priority": r.choice((75, 125)),
+                            "createdMinutesAgo": 2, "minAvailable": 1,
+                            "perTask": {"cpuMillis": 2000, "memoryBytes": 8 * 2**30, "gpus": 0.5, "gpuDevices": 2},
+                            "tasks": [{"state": "Pending"}]})
+    return doc

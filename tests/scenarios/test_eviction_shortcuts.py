@@ -279,12 +279,13 @@ def test_busier_three_level_clusters_over_several_cycles_decide_alike_with_the_s
 CONSTRAINED = range(60)
 
 
-@pytest.mark.parametrize("make", [reclaim_pressure.constrained_three_levels, reclaim_pressure.protected_three_levels],
-                         ids=["constrained", "protected"])
+@pytest.mark.parametrize("make", [reclaim_pressure.constrained_three_levels, reclaim_pressure.protected_three_levels,
+                                  reclaim_pressure.topology_three_levels], ids=["constrained", "protected", "topology"])
 def test_three_level_clusters_with_constraints_and_min_runtimes_decide_alike_with_the_shortcuts_off(
         make: Callable[[int], dict[str, Any]]) -> None:
-    # node and pod affinity, subgroups, a deleted job, varied parameters; or minruntime's victim
-    # filters and the validators after the proportion one
+    # node and pod affinity, subgroups, a deleted job, varied parameters; minruntime's victim
+    # filters and the validators after the proportion one; or gangs kept to a rack or a zone,
+    # binding queue limits and multi-device fractions
     assert differing(make, CONSTRAINED) == []
 
 
