@@ -354,6 +354,20 @@ def test_a_solutions_victim_the_action_has_yet_to_try_is_left_remembered_as_the_
     assert same_with_and_without_shortcuts(doc)
 
 
+def test_a_recorded_victim_starts_each_scenario_of_a_run_with_the_gpu_groups_it_had() -> None:
+    # a placement leaves its GPU groups on the pod, and a rollback gives them back only where it
+    # undoes the pod's eviction too: with the recorded victims evicted once for a run of
+    # scenarios, run8-2 (0.7 of a GPU in n0-g1) placed back on n5 in one scenario began the next
+    # with a new group, and reclaim's solution evicted it under that group
+    doc = reclaim_pressure.scenario(7011)
+    with switched(True):
+        fast = outcome(doc)
+    assert not isinstance(fast, str)
+    pods = [p for p in fast[0][0]["tasks"] if p["name"] == "run8-2"]
+    assert [(p["status"], p["gpuGroups"]) for p in pods] == [("Releasing", ["n0-g1"])]
+    assert same_with_and_without_shortcuts(doc)
+
+
 def test_every_switch_inside_a_simulation_is_off_when_a_solution_is_simulated_again() -> None:
     inside = {(module, name) for module, name in solve._simulation_switches()}
     assert inside <= set(SHORTCUTS.values())

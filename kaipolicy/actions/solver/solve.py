@@ -332,6 +332,11 @@ class JobSolver:
             kept.discard()
             stmt = None   # each scenario fails on its own evictions, as it would
         start = stmt.checkpoint() if stmt is not None else 0
+        # A placement leaves its GPU groups on the pod it placed (a rollback gives them back only
+        # where it undoes the pod's eviction too), so a recorded victim placed back in one
+        # scenario would start the next with them: each scenario evicting the recorded victims
+        # anew starts with the groups they had (reclaim_pressure.scenario seed 7011).
+        groups = [(t, list(t.gpu_groups)) for t in scenario.recorded_tasks] if stmt is not None else []
         try:
             for built in run:
                 ssn.record_held(built.held)
@@ -342,6 +347,8 @@ class JobSolver:
                 if result.solved:
                     stmt = None   # the solution holds it
                     return self._as_the_reference(result, built.view, feasible)
+                for t, kept_groups in groups:
+                    t.gpu_groups = list(kept_groups)
         finally:
             if stmt is not None:
                 stmt.discard()
