@@ -47,6 +47,8 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
                 ssn.audit.add("job", action=action, job=job.name, namespace=job.namespace, queue=job.queue,
                               outcome=outcome, victims=[t.key for t in victims])
             else:
+                if stmt is not None:
+                    stmt.note_moved()   # left applied, as the reference leaves it
                 failed.remember(job)
                 if ssn.audit.enabled:
                     ssn.audit.add("job", **job_failure(ssn, job, action))

@@ -102,6 +102,11 @@ class Task:
     # the request as granted on its node (fractions resolved against that node's GPU memory)
     accepted: Request | None = None
     is_virtual: bool = False
+    #: a pipeline left in effect (committed, or left applied by an eviction action, see
+    #: Statement.note_moved) moved it off a node that still lists it (Releasing there): placing it
+    #: on that node again cancels its latest eviction wherever that was, and takes no room on the
+    #: node it is placed on, as the reference's Pipeline does
+    listed_elsewhere: bool = False
     #: namespace/name (see `qualified`), made once: a task's name and namespace never change, and
     #: nodes and statements look tasks up by it on every placement and eviction
     key: str = field(init=False, repr=False, default="")

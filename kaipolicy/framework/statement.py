@@ -162,6 +162,17 @@ class Statement:
         del self.operations[cp:]
         self._kept_nodes.clear()
 
+    def note_moved(self) -> None:
+        """Mark the pods this statement's pipelines moved off a node that still lists them, once
+        the statement is left in effect (committed, or left applied by an eviction action whose
+        job stayed short of its gang, as the reference leaves it): see Task.listed_elsewhere."""
+        nodes = self.session.cluster.nodes
+        for op in self.operations:
+            if op.valid and op.kind == "pipeline" and op.previous_node != op.node:
+                left = nodes.get(op.previous_node)
+                if left is not None and op.task.key in left.tasks:
+                    op.task.listed_elsewhere = True
+
     def discard(self) -> None:
         self.rollback(0)
 
@@ -246,5 +257,6 @@ class Statement:
                 ssn.record_bind(op.task)
             else:
                 ssn.record_pipeline(op.task, op.message)
+        self.note_moved()
         self.operations = []
         self._kept_nodes.clear()

@@ -368,6 +368,16 @@ def test_a_recorded_victim_starts_each_scenario_of_a_run_with_the_gpu_groups_it_
     assert same_with_and_without_shortcuts(doc)
 
 
+def test_a_victim_moved_off_a_node_that_still_lists_it_is_not_bounded_by_the_free_gpus() -> None:
+    # reclaim's elastic10 leaves its statement applied with gang2-0 moved from n6 to n1 (the job
+    # stays short of its gang, and the reference neither commits nor discards it); in gang13's
+    # walk gang2-0 is placed on n6 again, which cancels its eviction from n1 and takes no room on
+    # n6, so the victims went back beyond the free whole GPUs the bounds counted: a refusal was
+    # proven before the evictions where the simulation finds a solution
+    doc = reclaim_pressure.busy_three_levels(17503)
+    assert same_with_and_without_shortcuts(doc)
+
+
 def test_every_switch_inside_a_simulation_is_off_when_a_solution_is_simulated_again() -> None:
     inside = {(module, name) for module, name in solve._simulation_switches()}
     assert inside <= set(SHORTCUTS.values())

@@ -668,9 +668,12 @@ def placed_alike(task: Task) -> bool:
 def placed_back_alike(task: Task) -> bool:
     """A victim pod that a placement anywhere leaves with the grant it has: its request (whole
     GPUs, CPU only), or for a fraction the same share of a device (only the device's size in MiB
-    can differ, which nothing reads); a GPU-memory request's share depends on the device."""
+    can differ, which nothing reads); a GPU-memory request's share depends on the device. Not a
+    pod a committed pipeline moved off a node that still lists it: placed there again it takes
+    its room back where it was evicted from, which may be taken already, so it goes back beyond
+    what is free (busy_three_levels seed 17503)."""
     req, acc = task.request, task.accepted
-    if acc is None or req.kind == RequestType.GPU_MEMORY or req.mig:
+    if acc is None or req.kind == RequestType.GPU_MEMORY or req.mig or task.listed_elsewhere:
         return False
     if acc is req:
         return True     # (the usual case, asked for every victim of every bound)

@@ -163,6 +163,31 @@ def test_pipelining_a_victim_back_onto_its_own_node_just_cancels_its_eviction() 
     assert ssn.evictions == []
 
 
+def test_a_pod_moved_off_a_node_that_still_lists_it_is_marked_once_the_move_is_left_in_effect() -> None:
+    ssn = build()
+    victim, stays = ssn.cluster.jobs["r0"].tasks["r0-0"], ssn.cluster.jobs["r1"].tasks["r1-0"]
+    stmt = ssn.statement()
+    stmt.evict(victim, "x")
+    stmt.pipeline(victim, "n2")                    # moved: its old node still lists it, releasing
+    stmt.evict(stays, "x")
+    stmt.pipeline(stays, stays.node, update_if_on_node=False)   # back where it was: not moved
+    assert victim.key in ssn.cluster.nodes["n0"].tasks and victim.node == "n2"
+    stmt.discard()
+    assert not victim.listed_elsewhere              # undone: nothing moved
+    stmt = ssn.statement()
+    stmt.evict(victim, "x")
+    stmt.pipeline(victim, "n2")
+    stmt.note_moved()                               # an eviction action leaving it applied
+    assert victim.listed_elsewhere and not stays.listed_elsewhere
+    other = build()
+    moved = other.cluster.jobs["r0"].tasks["r0-0"]
+    stmt = other.statement()
+    stmt.evict(moved, "x")
+    stmt.pipeline(moved, "n2")
+    stmt.commit()
+    assert moved.listed_elsewhere
+
+
 def test_evictions_from_one_node_between_checkpoints_share_the_first_ones_record() -> None:
     ssn = build()
     before = state(ssn)
