@@ -393,3 +393,43 @@ def topology_three_levels(seed: int) -> dict[str, Any]:
                             "perTask": {"cpuMillis": 2000, "memoryBytes": 8 * 2**30, "gpus": 0.5, "gpuDevices": 2},
                             "tasks": [{"state": "Pending"}]})
     return doc
+
+
+def openb_sample(seed: int) -> dict[str, Any]:
+    """A small cut of the openb trace as `bench/openb.py` maps the whole of it: 6 to 30 of its GPU
+    nodes (now and then a CPU-only one too) and its pods drawn at random until their GPU demand is
+    1.2 to 2.5 times the nodes' GPUs, all pending one-pod jobs in the four QoS queues, created in
+    the trace's order; all five actions over one or two cycles. Reclaim then walks the victims of
+    one-pod jobs, whole GPUs and fractions mixed on a node, as it does over the whole trace."""
+    from bench import openb  # the trace's mapping, kept in one place
+
+    r = random.Random(seed)
+    nodes, pods = _openb_rows()
+    gpu_nodes = [n for n in nodes if int(n["gpu"])]
+    picked = r.sample(gpu_nodes, r.randint(6, 30))
+    picked += r.sample([n for n in nodes if not int(n["gpu"])], r.choice((0, 0, 0, 1)))
+    wanted = sum(int(n["gpu"]) for n in picked) * r.uniform(1.2, 2.5)
+    chosen: list[dict[str, str]] = []
+    demand = 0.0
+    while demand < wanted:
+        pod = pods[r.randrange(len(pods))]
+        if pod not in chosen:
+            chosen.append(pod)
+            demand += openb.gpu_demand(openb.pod_request(pod)) or 0.05
+    chosen.sort(key=lambda p: (int(p["creation_time"]), p["name"]))
+    doc = openb.scenario_doc(picked, chosen, list(openb.ALL_ACTIONS))
+    doc["name"] = f"openb sample seed {seed}"
+    doc["cycles"] = r.choice((1, 1, 2))
+    del doc["expect"]
+    return doc
+
+
+_OPENB: tuple[list[dict[str, str]], list[dict[str, str]]] | None = None
+
+
+def _openb_rows() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    global _OPENB
+    if _OPENB is None:
+        from bench import openb
+        _OPENB = openb.read_csv("openb_node_list_all_node.csv"), openb.read_csv("openb_pod_list_default.csv")
+    return _OPENB
