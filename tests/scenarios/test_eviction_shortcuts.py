@@ -289,6 +289,50 @@ def test_three_level_clusters_with_constraints_and_min_runtimes_decide_alike_wit
     assert differing(make, CONSTRAINED) == []
 
 
+OPENB_SAMPLES = range(40)
+
+
+@pytest.mark.parametrize("start", range(OPENB_SAMPLES.start, OPENB_SAMPLES.stop, 20))
+def test_cuts_of_the_openb_trace_decide_alike_with_the_shortcuts_off(start: int) -> None:
+    # one-pod jobs of four flat queues, whole GPUs and fractions mixed on the nodes: the shape
+    # whose turns are read from the keys in most simulations
+    assert differing(reclaim_pressure.openb_sample, range(start, start + 20)) == []
+
+
+@pytest.mark.parametrize("seed", [509, 832])
+def test_a_leaf_whose_key_moved_as_the_order_loaded_comes_out_where_the_heap_holds_it(seed: int) -> None:
+    # a victim pushed ahead of the pending job its leaf was linked with changes the leaf's key,
+    # and the heap moves a marked leaf only at the top: Burstable, its key now the lowest, stayed
+    # below BE, so the preemptor's LS came out first (509); the keys said Burstable's victim
+    assert same_with_and_without_shortcuts(reclaim_pressure.openb_sample(seed))
+
+
+def test_the_leaves_heap_rebuilt_for_the_keys_is_the_loaded_orders(monkeypatch: pytest.MonkeyPatch) -> None:
+    # _loaded_heap_holds rebuilds the heap of a simulation's leaves without loading the order:
+    # every rebuild must equal the heap the order builds when it is loaded
+    seen: list[bool] = []
+    holds = solve._loaded_heap_holds
+
+    def compared(ssn: Any, shared: Any, order: Any, parent: str, jobs: dict[str, Any]) -> bool:
+        built = solve.loaded_leaf_heap(ssn, shared, order, parent, jobs)
+        if built is not None:
+            loaded = solve._KeyedOrder(ssn, order.memo)
+            loaded.preset = order.preset
+            changed = loaded.add_sorted(shared, set(jobs))
+            loaded.add([*(j for j in changed if j.has_pending), *jobs.values()], ordering.JobFilter())
+            heap = loaded.roots if not parent else loaded.nodes[ssn.cluster.queues[parent].uid].children
+            seen.append([n.queue.uid for n in heap.items] == built[0].items)
+            loaded.dispose()
+        return holds(ssn, shared, order, parent, jobs)
+
+    monkeypatch.setattr(solve, "_loaded_heap_holds", compared)
+    for seed in (509, 37, 38):   # (37 and 38 push changed pending jobs again as the order loads)
+        simulate(scenario_from_doc(reclaim_pressure.openb_sample(seed), "<test>"), default_bundle())
+    for seed in range(4):
+        simulate(scenario_from_doc(reclaim_pressure.busy_three_levels(seed), "<test>"), default_bundle())
+    assert len(seen) > 100 and all(seen)
+
+
 @pytest.mark.parametrize("seed", [3279, 25719, 26568, 27395, 27683, 34736, 36673, 48706])
 def test_a_recorded_victim_listed_again_on_its_node_is_counted_once_by_the_bounds(seed: int) -> None:
     # a simulation's victims are the recorded ones and every pod of the victim jobs on the node

@@ -23,7 +23,7 @@ import numpy as np
 
 from kaipolicy import timelimit
 from kaipolicy.actions import ordering
-from kaipolicy.actions.heap import SortedByKey
+from kaipolicy.actions.heap import GoHeap, SortedByKey
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue, SortedJobs, _QueueNode
 from kaipolicy.actions.placement import allocate_job
 from kaipolicy.actions.solver import placing, proofs
@@ -814,7 +814,8 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
 
     The participants' keys are asked as loading the order asks them (in input order), and only
     when no other job would be keyed again on loading (none whose pods changed status since the
-    pending order was sorted still has pending pods)."""
+    pending order was sorted still has pending pods), and when the heap of the leaves loading
+    builds is a heap of the keys as they stand then (_heap_by_keys)."""
     ssn = solver.ssn
     if not (STOP_AFTER_LAST_TURN and ssn.queue_keys_remembered):
         return None
@@ -845,6 +846,8 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
     left_out = {*jobs, *(j.uid for j in changed)}
     keys = {j.uid: order.key_of(j) for j in sorted(jobs.values(), key=lambda j: j.order)}
     order.preset = keys
+    if not _heap_by_keys(ssn, shared, order, parent, jobs, preemptor, by_queue, keys):
+        return None
     shares = ssn.shares
     p_share = shares.queues.get(p_queue.uid)
     if p_share is None:
@@ -894,6 +897,126 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
     return _stepwise_lines(ssn, shared, left_out, keys, leaves, taking_part)
 
 
+def _heap_by_keys(ssn: Session, shared: SortedJobs, order: _KeyedOrder, parent: str, jobs: dict[str, Job],
+                  preemptor: Job, by_queue: dict[str, list[Job]], keys: dict[str, Any]) -> bool:
+    """Whether the loaded order's heap of the leaves under `parent` is a heap of their keys as
+    they stand once it is loaded, which the turns read from the keys take for granted.
+
+    Loading links each leaf into its parent's heap with the head it has then, and then pushes
+    the jobs taking part and the changed pending jobs, in input order: a pushed job ahead of a
+    leaf's head becomes its head, and the leaf is marked, but the heap moves a marked node only
+    once it reaches the top. A leaf whose key moved on such a push can stay below a sibling whose
+    key is now above it, and that sibling comes out first (openb_sample seed 509: Burstable's
+    victim, asking less than the pending job it was linked with, came out after the preemptor's
+    LS). Where no head changes what it asks (a queue's key reads its head's request), every
+    comparison saw the keys as they stand; else the heap is rebuilt on the leaves and checked
+    (_loaded_heap_holds)."""
+    loaded_changed = shared.changed(ssn, set(jobs))
+    if not any(j.has_pending for j in loaded_changed):
+        left_out = {*jobs, *(j.uid for j in loaded_changed)}
+        queues = ssn.cluster.queues
+        if _heads_kept(ssn, shared, left_out, keys, queues[preemptor.queue].uid, [preemptor]) \
+                and all(_heads_kept(ssn, shared, left_out, keys, queues[name].uid, line)
+                        for name, line in by_queue.items()):
+            return True
+    return _loaded_heap_holds(ssn, shared, order, parent, jobs)
+
+
+def _heads_kept(ssn: Session, shared: SortedJobs, left_out: set[str], keys: dict[str, Any], quid: str,
+                taking_part: list[Job]) -> bool:
+    """Whether every job that heads the leaf queue `quid` from its linking on, as the order is
+    loaded, asks what the first asked: its first job the order keeps (none of `left_out`), or
+    else the first of `taking_part` pushed, then each of `taking_part` pushed ahead of the head."""
+    kept = next(((e[0], e[2]) for e in shared.leaves.get(quid, ()) if e[2].uid not in left_out), None)
+    pushed = sorted(taking_part, key=lambda j: j.order)    # as the order's loading pushes them
+    head = kept if kept is not None else (keys[pushed[0].uid], pushed[0])
+    asks = _asks_of(ssn, head[1])
+    for job in pushed:
+        if keys[job.uid] < head[0]:
+            head = (keys[job.uid], job)
+            if _asks_of(ssn, job) != asks:
+                return False
+    return True
+
+
+def _loaded_heap_holds(ssn: Session, shared: SortedJobs, order: _KeyedOrder, parent: str,
+                      taking_part: dict[str, Job]) -> bool:
+    """Whether the heap of the leaf queues under `parent`, as loading the order builds it, is a
+    heap of their keys as they stand once it is loaded (see loaded_leaf_heap): no leaf is below
+    one whose key is now above its own. Where it holds, every pop sifts only the leaf popped, at
+    the top, so the leaves come out by their keys as _turns_by_keys reads them."""
+    built = loaded_leaf_heap(ssn, shared, order, parent, taking_part)
+    if built is None:
+        return False
+    heap, _ = built
+    items = heap.items
+    return not any(heap.less(items[i], items[(i - 1) // 2]) for i in range(1, len(items)))
+
+
+def loaded_leaf_heap(ssn: Session, shared: SortedJobs, order: _KeyedOrder, parent: str,
+                     taking_part: dict[str, Job]) -> tuple[GoHeap[str], dict[str, tuple[Any, Job]]] | None:
+    """The heap of the leaf queues under `parent` (the roots when empty) as loading the order
+    builds it, rebuilt on the leaves alone, with each leaf's head then (by queue uid); None where
+    a child of `parent` holding jobs is not a leaf (its key is its best leaf's). The leaves
+    holding pending jobs the order keeps (not taking part, pods not changed since listed) are
+    linked in the pending order's order, each with its first such job
+    at its head; then the jobs taking part and the changed pending ones are pushed in input
+    order, a pushed job ahead of a leaf's head becoming its head (the leaf keeps its place) and a
+    leaf not there yet being linked with it. Each link sifts up as Go's heap does, comparing the
+    keys the order would take then (a leaf's key reads its head)."""
+    queues = ssn.cluster.queues
+    changed = shared.changed(ssn, set(taking_part))
+    left_out = {*taking_part, *(j.uid for j in changed)}
+    heads: dict[str, tuple[Any, Job]] = {}
+    heap = GoHeap[str](lambda a, b: ssn.queue_key(queues[a], heads[a][1]) < ssn.queue_key(queues[b], heads[b][1]))
+
+    def under_parent(quid: str) -> bool | None:
+        """True for a leaf linked straight under `parent`, False for one elsewhere, None for one
+        whose ancestor is a child of `parent`."""
+        queue = queues[quid]
+        if (queue.parent or "") == parent:
+            return True
+        up = queues.get(queue.parent or "")
+        while up is not None:
+            if (up.parent or "") == parent:
+                return None
+            up = queues.get(up.parent or "")
+        return False
+
+    for quid, entries in shared.leaves.items():
+        head = next(((e[0], e[2]) for e in entries if e[2].uid not in left_out), None)
+        if head is None:
+            continue
+        where = under_parent(quid)
+        if where is None:
+            return None
+        if where:
+            heads[quid] = head
+            heap.push(quid)
+    for job in sorted([*(j for j in changed if j.has_pending), *taking_part.values()], key=lambda j: j.order):
+        queue = queues.get(job.queue)
+        if queue is None or (queue.parent and queue.parent not in queues) or not queue.is_leaf:
+            continue   # (the order leaves it out too)
+        where = under_parent(queue.uid)
+        if where is None:
+            return None
+        if not where:
+            continue
+        key = order.key_of(job)
+        head = heads.get(queue.uid)
+        if head is None:
+            heads[queue.uid] = (key, job)
+            heap.push(queue.uid)
+        elif key < head[0]:
+            heads[queue.uid] = (key, job)
+    return heap, heads
+
+
+def _asks_of(ssn: Session, job: Job) -> tuple[float, float, float]:
+    request = ssn.job_request(job)
+    return request["cpu"], request["memory"], request["gpu"]
+
+
 def _held_below_zero(share: QueueShare) -> bool:
     """The queue holds less than nothing of some resource (its evicted pods' accounting can take
     it there). The keys' bounds rest on every element but the last never decreasing as the
@@ -926,9 +1049,10 @@ def _stepwise_lines(ssn: Session, shared: SortedJobs, left_out: set[str], keys: 
 
 #: A listed pending job whose pods changed status and are back in the statuses they had (a
 #: failed preemptor's simulations rolled back) lets the turns be read from the keys, where job
-#: keys depend on the job alone: its key is as listed, it stays in its place in its leaf, and the
-#: keys' bounds hold whatever shape the heaps take (False: any status change sends the simulation
-#: to load the order; the tests compare both). See SortedJobs.moved.
+#: keys depend on the job alone: its key is as listed and it stays in its place in its leaf. The
+#: loaded order still takes it out and pushes it again, which can change its leaf's head as the
+#: heap is built: _heap_by_keys checks the heap then (False: any status change sends the
+#: simulation to load the order; the tests compare both). See SortedJobs.moved.
 MOVED_ONLY = True
 
 #: Victims of several queues take their turns in an order read from the keys where the keys
