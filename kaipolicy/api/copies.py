@@ -26,7 +26,7 @@ def copy_task(t: Task, created: float) -> Task:
     c.priority, c.labels, c.node_affinity, c.node_selector = t.priority, t.labels, t.node_affinity, t.node_selector
     c.affinity_terms, c.tolerations, c.pod_affinity = t.affinity_terms, t.tolerations, t.pod_affinity
     c.legacy_mig, c.created, c.order, c.accepted, c.is_virtual = t.legacy_mig, created, t.order, t.accepted, t.is_virtual
-    c.key = t.key
+    c.listed_elsewhere, c.key = t.listed_elsewhere, t.key
     return c
 
 
