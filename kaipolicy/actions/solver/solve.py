@@ -968,7 +968,13 @@ def loaded_leaf_heap(ssn: Session, shared: SortedJobs, order: _KeyedOrder, paren
     changed = shared.changed(ssn, set(taking_part))
     left_out = {*taking_part, *(j.uid for j in changed)}
     heads: dict[str, tuple[Any, Job]] = {}
-    heap = GoHeap[str](lambda a, b: ssn.queue_key(queues[a], heads[a][1]) < ssn.queue_key(queues[b], heads[b][1]))
+    # each leaf's key, taken when its head is set: nothing else it reads moves while the order loads
+    leaf_keys: dict[str, tuple[Any, ...]] = {}
+    heap = GoHeap[str](lambda a, b: leaf_keys[a] < leaf_keys[b])
+
+    def head_with(quid: str, key: Any, job: Job) -> None:
+        heads[quid] = (key, job)
+        leaf_keys[quid] = ssn.queue_key(queues[quid], job)
 
     def under_parent(quid: str) -> bool | None:
         """True for a leaf linked straight under `parent`, False for one elsewhere, None for one
@@ -991,7 +997,7 @@ def loaded_leaf_heap(ssn: Session, shared: SortedJobs, order: _KeyedOrder, paren
         if where is None:
             return None
         if where:
-            heads[quid] = head
+            head_with(quid, *head)
             heap.push(quid)
     for job in sorted([*(j for j in changed if j.has_pending), *taking_part.values()], key=lambda j: j.order):
         queue = queues.get(job.queue)
@@ -1005,10 +1011,10 @@ def loaded_leaf_heap(ssn: Session, shared: SortedJobs, order: _KeyedOrder, paren
         key = order.key_of(job)
         head = heads.get(queue.uid)
         if head is None:
-            heads[queue.uid] = (key, job)
+            head_with(queue.uid, key, job)
             heap.push(queue.uid)
         elif key < head[0]:
-            heads[queue.uid] = (key, job)
+            head_with(queue.uid, key, job)
     return heap, heads
 
 
