@@ -422,15 +422,6 @@ def test_a_victim_moved_off_a_node_that_still_lists_it_is_not_bounded_by_the_fre
     assert same_with_and_without_shortcuts(doc)
 
 
-def test_a_solution_simulated_again_sorts_the_pending_order_again_where_its_simulation_sorted_it() -> None:
-    # busy2's solution is found with the shortcuts and simulated again (gang1, its victim, has
-    # pending pods); the pending order had been sorted inside the first simulation, with gang1's
-    # pods evicted, so their eviction rolled back and made again counted gang1 as changed since:
-    # busy3's simulations then pushed it again, q4 was linked later, and the heaps popped busy3
-    # before single6 (two more binds than the reference)
-    assert same_with_and_without_shortcuts(reclaim_pressure.busy_three_levels(26385))
-
-
 def test_every_switch_inside_a_simulation_is_off_when_a_solution_is_simulated_again() -> None:
     inside = {(module, name) for module, name in solve._simulation_switches()}
     assert inside <= set(SHORTCUTS.values())

@@ -40,7 +40,7 @@ from kaipolicy.actions.solver.victim_queue import KeptLeaves, ScenarioBuilder, V
 from kaipolicy.actions.solver.views import partial_job
 from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
-from kaipolicy.api.queue import RESOURCES, Queue
+from kaipolicy.api.queue import RESOURCES
 from kaipolicy.api.resources import Request, RequestType
 from kaipolicy.api.task import ACTIVE_ALLOCATED, Status, Task
 from kaipolicy.builtins import capacity
@@ -144,8 +144,6 @@ class JobSolver:
         self.refusals = refusals
         self.job_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending_order: SortedJobs | None = None
-        # the count of simulations when this solver sorted the pending order (see _as_the_reference)
-        self._pending_sorted_at = -1
         self._node_list: list[Node] = []
         # the feasible dict the list was last read from (held, so its identity is not reused),
         # and the count of its changes then
@@ -254,7 +252,6 @@ class JobSolver:
             if shared is None:
                 pending = [j for j in self.ssn.cluster.jobs.values() if j.has_pending]
                 shared = _KeyedOrder(self.ssn, self.job_keys).add(pending, JobFilter()).sorted_jobs()
-                self._pending_sorted_at = self.ssn.tally["simulated", self.action]
                 if self.ssn.job_keys_pure:
                     self.ssn.cache[memo] = shared
             self._pending_order = shared
@@ -379,14 +376,6 @@ class JobSolver:
             feasible.pop(name, None)
         if result.nodes_added:
             self.feasible_changed()
-        if self._pending_order is not None and self._pending_sorted_at == self.ssn.tally["simulated", self.action]:
-            # sorted inside the simulation just discarded: sorted again inside the new one, as
-            # the reference's single simulation would have it. The sorted order notes each job's
-            # status changes, and the jobs changed since are pushed again when an order loads
-            # (so the heaps' shape follows): the discarded simulation's evictions rolled back and
-            # made again would count its victims as changed (busy_three_levels seed 26385)
-            self.ssn.cache.pop(("pending-order", self.action), None)
-            self._pending_order = None
         self.ssn.tally["solution simulated again as the reference", self.action] += 1
         with _simulation_shortcuts_off():
             again = solve_scenario(self, scenario, feasible)
@@ -970,77 +959,63 @@ def loaded_leaf_heap(ssn: Session, shared: SortedJobs, order: _KeyedOrder, paren
     builds it, rebuilt on the leaves alone, with each leaf's head then (by queue uid); None where
     a child of `parent` holding jobs is not a leaf (its key is its best leaf's). The leaves
     holding pending jobs the order keeps (not taking part, pods not changed since listed) are
-    linked in the pending order's order, each with its first such job at its head; then the
-    jobs taking part and the changed pending ones are pushed in input order, a pushed job ahead of a leaf's head becoming its head (the leaf keeps its place) and a
+    linked in the pending order's order, each with its first such job
+    at its head; then the jobs taking part and the changed pending ones are pushed in input
+    order, a pushed job ahead of a leaf's head becoming its head (the leaf keeps its place) and a
     leaf not there yet being linked with it. Each link sifts up as Go's heap does, comparing the
     keys the order would take then (a leaf's key reads its head)."""
     queues = ssn.cluster.queues
     changed = shared.changed(ssn, set(taking_part))
     left_out = {*taking_part, *(j.uid for j in changed)}
     heads: dict[str, tuple[Any, Job]] = {}
-    # each leaf's key, taken when first compared after its head is set: nothing else it reads
-    # moves while the order loads
+    # each leaf's key, taken when its head is set: nothing else it reads moves while the order loads
     leaf_keys: dict[str, tuple[Any, ...]] = {}
+    heap = GoHeap[str](lambda a, b: leaf_keys[a] < leaf_keys[b])
 
-    def key(quid: str) -> tuple[Any, ...]:
-        known = leaf_keys.get(quid)
-        if known is None:
-            known = leaf_keys[quid] = ssn.queue_key(queues[quid], heads[quid][1])
-        return known
+    def head_with(quid: str, key: Any, job: Job) -> None:
+        heads[quid] = (key, job)
+        leaf_keys[quid] = ssn.queue_key(queues[quid], job)
 
-    heap = GoHeap[str](lambda a, b: key(a) < key(b))
-    memo = ("leaves under", parent)
-    under: dict[str, bool | None] | None = ssn.cache.get(memo)
-    if under is None:
-        under = ssn.cache[memo] = {}
+    def under_parent(quid: str) -> bool | None:
+        """True for a leaf linked straight under `parent`, False for one elsewhere, None for one
+        whose ancestor is a child of `parent`."""
+        queue = queues[quid]
+        if (queue.parent or "") == parent:
+            return True
+        up = queues.get(queue.parent or "")
+        while up is not None:
+            if (up.parent or "") == parent:
+                return None
+            up = queues.get(up.parent or "")
+        return False
+
     for quid, entries in shared.leaves.items():
         head = next(((e[0], e[2]) for e in entries if e[2].uid not in left_out), None)
         if head is None:
             continue
-        where = under[quid] if quid in under else _under(queues, quid, parent, under)
+        where = under_parent(quid)
         if where is None:
             return None
         if where:
-            heads[quid] = head
+            head_with(quid, *head)
             heap.push(quid)
     for job in sorted([*(j for j in changed if j.has_pending), *taking_part.values()], key=lambda j: j.order):
         queue = queues.get(job.queue)
         if queue is None or (queue.parent and queue.parent not in queues) or not queue.is_leaf:
             continue   # (the order leaves it out too)
-        quid = queue.uid
-        where = under[quid] if quid in under else _under(queues, quid, parent, under)
+        where = under_parent(queue.uid)
         if where is None:
             return None
         if not where:
             continue
-        job_key = order.key_of(job)
-        head = heads.get(quid)
+        key = order.key_of(job)
+        head = heads.get(queue.uid)
         if head is None:
-            heads[quid] = (job_key, job)
-            heap.push(quid)
-        elif job_key < head[0]:
-            heads[quid] = (job_key, job)
-            leaf_keys.pop(quid, None)
+            head_with(queue.uid, key, job)
+            heap.push(queue.uid)
+        elif key < head[0]:
+            head_with(queue.uid, key, job)
     return heap, heads
-
-
-def _under(queues: dict[str, Queue], quid: str, parent: str, known: dict[str, bool | None]) -> bool | None:
-    """True for a leaf queue straight under `parent` (a root when empty), False for one elsewhere,
-    None for one whose ancestor is a child of `parent`; remembered in `known` (the queue tree is
-    the session's)."""
-    queue = queues[quid]
-    where: bool | None = False
-    if (queue.parent or "") == parent:
-        where = True
-    else:
-        up = queues.get(queue.parent or "")
-        while up is not None:
-            if (up.parent or "") == parent:
-                where = None
-                break
-            up = queues.get(up.parent or "")
-    known[quid] = where
-    return where
 
 
 def _asks_of(ssn: Session, job: Job) -> tuple[float, float, float]:
