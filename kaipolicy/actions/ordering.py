@@ -38,12 +38,16 @@ class SortedJobs:
     when its key was taken; per leaf, its jobs' keys by uid. The session notes the status
     changes of these jobs in `status_touched`.
 
-    A job whose pods changed status since counts as changed even where they are back in the
-    statuses they had (a preemptor's pipelines rolled back): its key is then the same, but the
-    order takes it out of its leaf and pushes it again, as the reference does, and where that
-    push links its leaf into the tree (later than the leaf would be) the heaps take another shape,
-    which with keys that are not a strict weak order pops other queues first (a shortcut that kept
-    such a job in place decided otherwise on three-level queue trees)."""
+    A job counts as changed when its pods are not in the statuses they had when listed, and,
+    where job keys read more than the job (a job-order rule consults the session), whenever its
+    pods changed status since. A changed job is taken out of its leaf and pushed again when an
+    order loads, and where that push links its leaf into the tree the heaps take another shape
+    (with keys that are not a strict weak order, other queues pop first). The reference pushes
+    a simulation's jobs in the iteration order of a Go map, so any fixed order of pushes is one
+    it can take; this one reads only the cluster as it is. It once counted a job whose pods are
+    back in their statuses (a preemptor's pipelines rolled back) as changed too, which made the
+    shape depend on which simulations had run: a shortcut skipping one, or a solution simulated
+    again, then shaped the heaps otherwise than the shortcuts off (busy_three_levels seed 26385)."""
 
     leaves: dict[str, list[tuple[Any, int, Job]]]
     versions: dict[str, int]
@@ -68,9 +72,8 @@ class SortedJobs:
     def moved(self, ssn: Session, skip: set[str]) -> tuple[list[Job], bool]:
         """`changed`, less the jobs whose pods are back in the statuses they had when listed,
         where job keys depend on the job alone (their keys are then as listed), and whether one
-        of those left has pending pods. For reading turns from the keys only: a loaded order
-        still takes every changed job out and pushes it again, as the reference does (the heaps'
-        shape depends on when a leaf is linked; the keys' bounds do not)."""
+        of those left has pending pods: since `changed` leaves those jobs out itself there, the
+        same as `changed` and `changed_pending`."""
         changed = [j for j in self._changed(ssn)[0] if j.uid not in skip]
         if ssn.job_keys_pure:
             changed = [j for j in changed
@@ -87,6 +90,10 @@ class SortedJobs:
             # only the jobs the session saw change can have changed: the rest are as they were listed
             changed = [self.jobs[uid] for uid in ssn.status_touched
                        if uid in versions and changes.get(uid, 0) != versions[uid]]
+            if ssn.job_keys_pure:
+                # (a job back in the statuses it had has the key it was listed with)
+                statuses = self.statuses
+                changed = [j for j in changed if tuple([t.status for t in j.tasks.values()]) != statuses[j.uid]]
             changed.sort(key=lambda j: self.position[j.uid])
             then[:] = [ssn.watched_changes, changed, [j for j in changed if j.has_pending]]
         return then[1], then[2]

@@ -422,6 +422,14 @@ def test_a_victim_moved_off_a_node_that_still_lists_it_is_not_bounded_by_the_fre
     assert same_with_and_without_shortcuts(doc)
 
 
+def test_the_pending_orders_changed_jobs_do_not_depend_on_which_simulations_ran() -> None:
+    # busy2's solution is found with the shortcuts and simulated again (its victim gang1 has
+    # pending pods); counted by status changes, gang1's eviction rolled back and made again made
+    # it a changed job, busy3's simulations pushed it again, q4 was linked later and the heaps
+    # popped busy3 before single6 (two more binds than with the shortcuts off)
+    assert same_with_and_without_shortcuts(reclaim_pressure.busy_three_levels(26385))
+
+
 def test_every_switch_inside_a_simulation_is_off_when_a_solution_is_simulated_again() -> None:
     inside = {(module, name) for module, name in solve._simulation_switches()}
     assert inside <= set(SHORTCUTS.values())

@@ -1055,10 +1055,9 @@ def _stepwise_lines(ssn: Session, shared: SortedJobs, left_out: set[str], keys: 
 
 #: A listed pending job whose pods changed status and are back in the statuses they had (a
 #: failed preemptor's simulations rolled back) lets the turns be read from the keys, where job
-#: keys depend on the job alone: its key is as listed and it stays in its place in its leaf. The
-#: loaded order still takes it out and pushes it again, which can change its leaf's head as the
-#: heap is built: _heap_by_keys checks the heap then (False: any status change sends the
-#: simulation to load the order; the tests compare both). See SortedJobs.moved.
+#: keys depend on the job alone: its key is as listed and it stays in its place in its leaf, as
+#: a loaded order leaves it (False: any status change sends the simulation to load the order;
+#: the tests compare both). See SortedJobs.moved.
 MOVED_ONLY = True
 
 #: Victims of several queues take their turns in an order read from the keys where the keys
