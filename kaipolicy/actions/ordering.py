@@ -74,11 +74,7 @@ class SortedJobs:
         where job keys depend on the job alone (their keys are then as listed), and whether one
         of those left has pending pods: since `changed` leaves those jobs out itself there, the
         same as `changed` and `changed_pending`."""
-        changed = [j for j in self._changed(ssn)[0] if j.uid not in skip]
-        if ssn.job_keys_pure:
-            changed = [j for j in changed
-                       if tuple([t.status for t in j.tasks.values()]) != self.statuses[j.uid]]
-        return changed, any(j.has_pending for j in changed)
+        return self.changed(ssn, skip), self.changed_pending(ssn, skip)
 
     def _changed(self, ssn: Session) -> tuple[list[Job], list[Job]]:
         """Every changed job, and those with pending pods; worked out again only after a status

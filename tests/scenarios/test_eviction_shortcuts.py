@@ -313,8 +313,8 @@ def test_the_leaves_heap_rebuilt_for_the_keys_is_the_loaded_orders(monkeypatch: 
     seen: list[bool] = []
     holds = solve._loaded_heap_holds
 
-    def compared(ssn: Any, shared: Any, order: Any, parent: str, jobs: dict[str, Any]) -> bool:
-        built = solve.loaded_leaf_heap(ssn, shared, order, parent, jobs)
+    def compared(ssn: Any, shared: Any, order: Any, parent: str, jobs: dict[str, Any], changed: Any = None) -> bool:
+        built = solve.loaded_leaf_heap(ssn, shared, order, parent, jobs, changed)
         if built is not None:
             loaded = solve._KeyedOrder(ssn, order.memo)
             loaded.preset = order.preset
@@ -323,7 +323,7 @@ def test_the_leaves_heap_rebuilt_for_the_keys_is_the_loaded_orders(monkeypatch: 
             heap = loaded.roots if not parent else loaded.nodes[ssn.cluster.queues[parent].uid].children
             seen.append([n.queue.uid for n in heap.items] == built[0].items)
             loaded.dispose()
-        return holds(ssn, shared, order, parent, jobs)
+        return holds(ssn, shared, order, parent, jobs, changed)
 
     monkeypatch.setattr(solve, "_loaded_heap_holds", compared)
     for seed in (509, 37, 38):   # (37 and 38 push changed pending jobs again as the order loads)

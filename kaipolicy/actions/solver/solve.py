@@ -846,7 +846,7 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
     left_out = {*jobs, *(j.uid for j in changed)}
     keys = {j.uid: order.key_of(j) for j in sorted(jobs.values(), key=lambda j: j.order)}
     order.preset = keys
-    if not _heap_by_keys(ssn, shared, order, parent, jobs, preemptor, by_queue, keys):
+    if not _heap_by_keys(ssn, shared, order, parent, jobs, preemptor, by_queue, keys, left_out, changed):
         return None
     shares = ssn.shares
     p_share = shares.queues.get(p_queue.uid)
@@ -898,28 +898,25 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
 
 
 def _heap_by_keys(ssn: Session, shared: SortedJobs, order: _KeyedOrder, parent: str, jobs: dict[str, Job],
-                  preemptor: Job, by_queue: dict[str, list[Job]], keys: dict[str, Any]) -> bool:
+                  preemptor: Job, by_queue: dict[str, list[Job]], keys: dict[str, Any], left_out: set[str],
+                  changed: list[Job]) -> bool:
     """Whether the loaded order's heap of the leaves under `parent` is a heap of their keys as
-    they stand once it is loaded, which the turns read from the keys take for granted.
+    they stand once it is loaded, which the turns read from the keys take for granted. `changed`:
+    the listed jobs changed since (none with pending pods), left out with `jobs` (`left_out`).
 
     Loading links each leaf into its parent's heap with the head it has then, and then pushes
-    the jobs taking part and the changed pending jobs, in input order: a pushed job ahead of a
-    leaf's head becomes its head, and the leaf is marked, but the heap moves a marked node only
-    once it reaches the top. A leaf whose key moved on such a push can stay below a sibling whose
-    key is now above it, and that sibling comes out first (openb_sample seed 509: Burstable's
-    victim, asking less than the pending job it was linked with, came out after the preemptor's
-    LS). Where no head changes what it asks (a queue's key reads its head's request), every
-    comparison saw the keys as they stand; else the heap is rebuilt on the leaves and checked
-    (_loaded_heap_holds)."""
-    loaded_changed = shared.changed(ssn, set(jobs))
-    if not any(j.has_pending for j in loaded_changed):
-        left_out = {*jobs, *(j.uid for j in loaded_changed)}
-        queues = ssn.cluster.queues
-        if _heads_kept(ssn, shared, left_out, keys, queues[preemptor.queue].uid, [preemptor]) \
-                and all(_heads_kept(ssn, shared, left_out, keys, queues[name].uid, line)
-                        for name, line in by_queue.items()):
-            return True
-    return _loaded_heap_holds(ssn, shared, order, parent, jobs)
+    the jobs taking part, in input order: a pushed job ahead of a leaf's head becomes its head,
+    and the leaf is marked, but the heap moves a marked node only once it reaches the top. A
+    leaf whose key moved on such a push can stay below a sibling whose key is now above it, and
+    that sibling comes out first (openb_sample seed 509: Burstable's victim, asking less than the
+    pending job it was linked with, came out after the preemptor's LS). Where no head changes
+    what it asks (a queue's key reads its head's request), every comparison saw the keys as they
+    stand; else the heap is rebuilt on the leaves and checked (_loaded_heap_holds)."""
+    queues = ssn.cluster.queues
+    if _heads_kept(ssn, shared, left_out, keys, queues[preemptor.queue].uid, [preemptor]) \
+            and all(_heads_kept(ssn, shared, left_out, keys, queues[name].uid, line) for name, line in by_queue.items()):
+        return True
+    return _loaded_heap_holds(ssn, shared, order, parent, jobs, changed)
 
 
 def _heads_kept(ssn: Session, shared: SortedJobs, left_out: set[str], keys: dict[str, Any], quid: str,
@@ -940,12 +937,12 @@ def _heads_kept(ssn: Session, shared: SortedJobs, left_out: set[str], keys: dict
 
 
 def _loaded_heap_holds(ssn: Session, shared: SortedJobs, order: _KeyedOrder, parent: str,
-                      taking_part: dict[str, Job]) -> bool:
+                      taking_part: dict[str, Job], changed: list[Job] | None = None) -> bool:
     """Whether the heap of the leaf queues under `parent`, as loading the order builds it, is a
     heap of their keys as they stand once it is loaded (see loaded_leaf_heap): no leaf is below
     one whose key is now above its own. Where it holds, every pop sifts only the leaf popped, at
     the top, so the leaves come out by their keys as _turns_by_keys reads them."""
-    built = loaded_leaf_heap(ssn, shared, order, parent, taking_part)
+    built = loaded_leaf_heap(ssn, shared, order, parent, taking_part, changed)
     if built is None:
         return False
     heap, _ = built
@@ -954,7 +951,8 @@ def _loaded_heap_holds(ssn: Session, shared: SortedJobs, order: _KeyedOrder, par
 
 
 def loaded_leaf_heap(ssn: Session, shared: SortedJobs, order: _KeyedOrder, parent: str,
-                     taking_part: dict[str, Job]) -> tuple[GoHeap[str], dict[str, tuple[Any, Job]]] | None:
+                     taking_part: dict[str, Job], changed: list[Job] | None = None,
+                     ) -> tuple[GoHeap[str], dict[str, tuple[Any, Job]]] | None:
     """The heap of the leaf queues under `parent` (the roots when empty) as loading the order
     builds it, rebuilt on the leaves alone, with each leaf's head then (by queue uid); None where
     a child of `parent` holding jobs is not a leaf (its key is its best leaf's). The leaves
@@ -965,7 +963,8 @@ def loaded_leaf_heap(ssn: Session, shared: SortedJobs, order: _KeyedOrder, paren
     leaf not there yet being linked with it. Each link sifts up as Go's heap does, comparing the
     keys the order would take then (a leaf's key reads its head)."""
     queues = ssn.cluster.queues
-    changed = shared.changed(ssn, set(taking_part))
+    if changed is None:   # (the listed jobs changed since, as `shared` tells them)
+        changed = shared.changed(ssn, set(taking_part))
     left_out = {*taking_part, *(j.uid for j in changed)}
     heads: dict[str, tuple[Any, Job]] = {}
     # each leaf's key, taken when its head is set: nothing else it reads moves while the order loads
