@@ -965,56 +965,71 @@ def loaded_leaf_heap(ssn: Session, shared: SortedJobs, order: _KeyedOrder, paren
     queues = ssn.cluster.queues
     if changed is None:   # (the listed jobs changed since, as `shared` tells them)
         changed = shared.changed(ssn, set(taking_part))
-    left_out = {*taking_part, *(j.uid for j in changed)}
+    left_out: Collection[str] = {*taking_part, *(j.uid for j in changed)} if changed else taking_part.keys()
+    where = _leaves_under(ssn, parent)
     heads: dict[str, tuple[Any, Job]] = {}
     # each leaf's key, taken when its head is set: nothing else it reads moves while the order loads
     leaf_keys: dict[str, tuple[Any, ...]] = {}
-    heap = GoHeap[str](lambda a, b: leaf_keys[a] < leaf_keys[b])
+    heap: GoHeap[str] = GoHeap(lambda a, b: leaf_keys[a] < leaf_keys[b])
+    queue_key = ssn.queue_key
+    for quid, entries in shared.leaves.items():
+        linked = where.get(quid, False)
+        if linked is False:
+            continue
+        for entry in entries:
+            if entry[2].uid not in left_out:
+                break
+        else:
+            continue   # no job the order keeps
+        if linked is None:
+            return None
+        heads[quid] = (entry[0], entry[2])
+        leaf_keys[quid] = queue_key(queues[quid], entry[2])
+        heap.push(quid)
+    for job in sorted([*(j for j in changed if j.has_pending), *taking_part.values()], key=_by_order):
+        linked = where.get(job.queue, False)
+        if linked is False:
+            continue   # (elsewhere, or a queue the order leaves out)
+        if linked is None:
+            return None
+        key = order.key_of(job)
+        head = heads.get(job.queue)
+        if head is None or key < head[0]:
+            heads[job.queue] = (key, job)
+            leaf_keys[job.queue] = queue_key(queues[job.queue], job)
+            if head is None:
+                heap.push(job.queue)
+    return heap, heads
 
-    def head_with(quid: str, key: Any, job: Job) -> None:
-        heads[quid] = (key, job)
-        leaf_keys[quid] = ssn.queue_key(queues[quid], job)
 
-    def under_parent(quid: str) -> bool | None:
-        """True for a leaf linked straight under `parent`, False for one elsewhere, None for one
-        whose ancestor is a child of `parent`."""
-        queue = queues[quid]
+def _by_order(job: Job) -> int:
+    return job.order
+
+
+def _leaves_under(ssn: Session, parent: str) -> dict[str, bool | None]:
+    """Per queue the order loads jobs into (a leaf whose parent is known, or a root): True for
+    one linked straight under `parent` (the roots when empty), None for one below a child of
+    `parent`; the rest are left out. Remembered for the session, whose queues are fixed."""
+    memo_key = ("leaves under", parent)
+    known: dict[str, bool | None] | None = ssn.cache.get(memo_key)
+    if known is not None:
+        return known
+    queues = ssn.cluster.queues
+    known = {}
+    for name, queue in queues.items():
+        if (queue.parent and queue.parent not in queues) or not queue.is_leaf:
+            continue
         if (queue.parent or "") == parent:
-            return True
+            known[name] = True
+            continue
         up = queues.get(queue.parent or "")
         while up is not None:
             if (up.parent or "") == parent:
-                return None
+                known[name] = None
+                break
             up = queues.get(up.parent or "")
-        return False
-
-    for quid, entries in shared.leaves.items():
-        head = next(((e[0], e[2]) for e in entries if e[2].uid not in left_out), None)
-        if head is None:
-            continue
-        where = under_parent(quid)
-        if where is None:
-            return None
-        if where:
-            head_with(quid, *head)
-            heap.push(quid)
-    for job in sorted([*(j for j in changed if j.has_pending), *taking_part.values()], key=lambda j: j.order):
-        queue = queues.get(job.queue)
-        if queue is None or (queue.parent and queue.parent not in queues) or not queue.is_leaf:
-            continue   # (the order leaves it out too)
-        where = under_parent(queue.uid)
-        if where is None:
-            return None
-        if not where:
-            continue
-        key = order.key_of(job)
-        head = heads.get(queue.uid)
-        if head is None:
-            head_with(queue.uid, key, job)
-            heap.push(queue.uid)
-        elif key < head[0]:
-            head_with(queue.uid, key, job)
-    return heap, heads
+    ssn.cache[memo_key] = known
+    return known
 
 
 def _asks_of(ssn: Session, job: Job) -> tuple[float, float, float]:
