@@ -69,13 +69,6 @@ class SortedJobs:
         """Some job `changed` gives has pending pods."""
         return any(j.uid not in skip for j in self._changed(ssn)[1])
 
-    def moved(self, ssn: Session, skip: set[str]) -> tuple[list[Job], bool]:
-        """`changed`, less the jobs whose pods are back in the statuses they had when listed,
-        where job keys depend on the job alone (their keys are then as listed), and whether one
-        of those left has pending pods: since `changed` leaves those jobs out itself there, the
-        same as `changed` and `changed_pending`."""
-        return self.changed(ssn, skip), self.changed_pending(ssn, skip)
-
     def _changed(self, ssn: Session) -> tuple[list[Job], list[Job]]:
         """Every changed job, and those with pending pods; worked out again only after a status
         change of one of these jobs (nothing else changes either list)."""

@@ -48,7 +48,6 @@ SHORTCUTS = {
     "jobs that take no part, next in the leaf just popped, passed over in one pass": (solve, "RUNS_PASSED_OVER"),
     "where the preemptor fits after the evictions read from where it fitted before them": (solve, "FITS_FROM_BEFORE"),
     "the turns of a simulation read from the queue keys where they settle them": (solve, "TURNS_FROM_KEYS"),
-    "turns read from the keys past a listed job back in the statuses it had": (solve, "MOVED_ONLY"),
     "recorded victims evicted once for a run of scenarios built ahead": (solve, "RECORDED_EVICTED_ONCE"),
     "victims of several queues in turns read from the keys": (solve, "QUEUES_INTERLEAVED"),
     "each turn read from the keys when it comes, where the bounds cannot settle the turns": (solve, "TURNS_ONE_BY_ONE"),

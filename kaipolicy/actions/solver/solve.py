@@ -415,8 +415,7 @@ def _simulation_shortcuts_off() -> Iterator[None]:
 _SWITCH_NAMES = ("STOP_AFTER_LAST_TURN", "LAST_TURN_AT_ONCE", "STREAKS_POPPED_AT_ONCE", "PATH_POPS", "FITS_FROM_BEFORE",
                  "TURNS_FROM_KEYS", "RUNS_PASSED_OVER", "NEXT_TURN_READ", "NEXT_READ_BEFORE_PLACING",
                  "RECORDED_EVICTED_ONCE", "QUEUES_INTERLEAVED", "ONE_LINE_AT_ONCE", "TURNS_ONE_BY_ONE",
-                 "HOPELESS_AFTER_VICTIMS", "WHOLE_GPUS_COUNTED", "SHORT_READ_AHEAD", "SHORT_BEFORE_EVICTING",
-                 "MOVED_ONLY")
+                 "HOPELESS_AFTER_VICTIMS", "WHOLE_GPUS_COUNTED", "SHORT_READ_AHEAD", "SHORT_BEFORE_EVICTING")
 
 
 def _built_ahead(ssn: Session, scenario: Scenario) -> bool:
@@ -837,11 +836,8 @@ def _turns_by_keys(solver: JobSolver, order: _KeyedOrder, preemptor: Job,
         return None
     shared = solver.pending_order()
     taking_part = set(jobs)
-    if MOVED_ONLY:
-        changed, pending = shared.moved(ssn, taking_part)
-    else:
-        changed, pending = shared.changed(ssn, taking_part), shared.changed_pending(ssn, taking_part)
-    if pending:
+    changed = shared.changed(ssn, taking_part)
+    if shared.changed_pending(ssn, taking_part):
         return None   # loading would key it again
     left_out = {*jobs, *(j.uid for j in changed)}
     keys = {j.uid: order.key_of(j) for j in sorted(jobs.values(), key=lambda j: j.order)}
@@ -1066,13 +1062,6 @@ def _stepwise_lines(ssn: Session, shared: SortedJobs, left_out: set[str], keys: 
         out.append((share, [j for _, j in merged]))
     return _Stepwise(ssn, out, taking_part)
 
-
-#: A listed pending job whose pods changed status and are back in the statuses they had (a
-#: failed preemptor's simulations rolled back) lets the turns be read from the keys, where job
-#: keys depend on the job alone: its key is as listed and it stays in its place in its leaf, as
-#: a loaded order leaves it (False: any status change sends the simulation to load the order;
-#: the tests compare both). See SortedJobs.moved.
-MOVED_ONLY = True
 
 #: Victims of several queues take their turns in an order read from the keys where the keys
 #: settle it (False: only victims of one queue; the tests compare both). See _turns_by_keys.
