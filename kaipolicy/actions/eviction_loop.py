@@ -42,6 +42,7 @@ def solve_in_order(ssn: Session, action: str, outcome: str, order: JobsByQueue, 
             timelimit.check(where)
             ssn.tally["considered", action] += 1
             solved, stmt, victims = attempt(job)
+            order.forget_keys()   # a commit, or a statement left applied, moved queue allocations
             if solved and stmt is not None:
                 stmt.commit()
                 ssn.audit.add("job", action=action, job=job.name, namespace=job.namespace, queue=job.queue,

@@ -289,6 +289,16 @@ class JobsByQueue:
             return
         self._mark(node)
 
+    def forget_keys(self) -> None:
+        """Forget every queue key kept, leaving the heaps as they are: for a caller that moved
+        queue allocations outside the order (an eviction action's commit, or a statement it left
+        applied). A node's key is kept until a pop or push marks it; the reference asks its queue
+        order afresh at every comparison, so a queue whose pods a solution evicted is compared by
+        its key as it stands (busy_three_levels seed 26385: q4's key, kept from before busy2's
+        solution evicted gang1, held busy3 behind q0's busy0)."""
+        for node in self.nodes.values():
+            node.key = None
+
     def _mark(self, node: _QueueNode | None) -> None:
         while node is not None:
             node.needs_reorder = True

@@ -7,10 +7,14 @@ from typing import Any
 import pytest
 
 from kaipolicy.actions import ordering
+from kaipolicy.actions.eviction_loop import solve_in_order
 from kaipolicy.actions.ordering import JobFilter, JobsByQueue
-from kaipolicy.api.task import Status
+from kaipolicy.actions.signatures import FailedSignatures
+from kaipolicy.api.job import Job
+from kaipolicy.api.task import Status, Task
 from kaipolicy.cycle import open_session
 from kaipolicy.framework.config import SchedulerConfig
+from kaipolicy.framework.statement import Statement
 from tests.scenarios.shared import default_bundle
 from tests.unit.helpers import job, node, scenario
 
@@ -192,3 +196,36 @@ def test_an_order_tells_whether_it_still_holds_a_job(depth: int | None) -> None:
         popped.add(first.uid)
         assert not order.holding(popped)
         assert order.holding(set(uid.values()) - popped) == (len(popped) < 3)
+
+
+
+def test_a_queue_whose_allocation_a_commit_moved_is_judged_by_its_key_as_it_stands() -> None:
+    # Regression (busy_three_levels seed 26385): the order marks only the queues it pops from or
+    # pushes to, so a queue whose pods a committed eviction freed keeps its place in the heap;
+    # but each comparison asks its key as it stands, as the reference's queue order does.
+    queues = [{"name": "qa", "deserved": {"gpu": 2}, "creationOrder": 0},
+              {"name": "qb", "deserved": {"gpu": 2}, "creationOrder": 1}]
+    jobs = [job("ra", "qa", [{"state": "Running", "node": "n0"}] * 2, createdMinutesAgo=50),
+            job("rb", "qb", [{"state": "Running", "node": "n0"}] * 4, createdMinutesAgo=40),
+            job("a0", "qa", createdMinutesAgo=30), job("a1", "qa", createdMinutesAgo=20),
+            job("b0", "qb", createdMinutesAgo=10)]
+    ssn = open_session(scenario([node("n0", gpus=8)], jobs, queues).snapshot(), SchedulerConfig(), default_bundle())
+    by_name = {j.name: j for j in ssn.cluster.jobs.values()}
+    qa, qb = ssn.cluster.queues["qa"], ssn.cluster.queues["qb"]
+    order = JobsByQueue(ssn).add(ssn.cluster.jobs.values(), JobFilter(pending=True))
+    assert ssn.queue_key(qa, by_name["a0"]) < ssn.queue_key(qb, by_name["b0"])   # qb holds twice its share
+    tried: list[str] = []
+
+    def attempt(pending: Job) -> tuple[bool, Statement | None, list[Task]]:
+        tried.append(pending.name)
+        if pending.name != "a0":
+            return False, None, []
+        stmt = Statement(ssn)   # a0's "solution": rb's pods evicted
+        victims = list(by_name["rb"].tasks.values())
+        for t in victims:
+            stmt.evict(t, "test", {})
+        return True, stmt, victims
+
+    solve_in_order(ssn, "reclaim", "reclaimed", order, FailedSignatures(ssn), attempt)
+    assert ssn.queue_key(qb, by_name["b0"]) < ssn.queue_key(qa, by_name["a1"])   # qb now holds nothing
+    assert tried == ["a0", "b0", "a1"]
