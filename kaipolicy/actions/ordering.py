@@ -43,8 +43,8 @@ class SortedJobs:
     pods changed status since. A changed job is taken out of its leaf and pushed again when an
     order loads, and where that push links its leaf into the tree the heaps take another shape
     (with keys that are not a strict weak order, other queues pop first). The reference pushes
-    a simulation's jobs in the iteration order of a Go map, so any fixed order of pushes is one
-    it can take; this one reads only the cluster as it is. It once counted a job whose pods are
+    a simulation's jobs in the iteration order of a Go map, which varies from run to run; this
+    fixed order reads only the cluster as it is. It once counted a job whose pods are
     back in their statuses (a preemptor's pipelines rolled back) as changed too, which made the
     shape depend on which simulations had run: a shortcut skipping one, or a solution simulated
     again, then shaped the heaps otherwise than the shortcuts off (busy_three_levels seed 26385)."""
