@@ -24,20 +24,23 @@ def _pod_signature(task: Task, job: Job) -> tuple[Any, ...]:
             job.priority, task.legacy_mig)
 
 
-def _pod_set_signature(ps: PodSet, job: Job) -> tuple[Any, ...]:
-    if all(t.status in ACTIVE_ALLOCATED for t in ps.tasks.values()):
+def _pod_set_signature(ps: PodSet, job: Job, opened_as: dict[str, Status]) -> tuple[Any, ...]:
+    placed = [opened_as.get(t.key, t.status) in ACTIVE_ALLOCATED for t in ps.tasks.values()]
+    if all(placed):
         return ()
     chain: list[Any] = [ps.topology]
     parent = ps.parent
     while parent is not None:
         chain.append(parent.topology)
         parent = parent.parent
-    pods = sorted((_pod_signature(t, job) for t in ps.tasks.values() if t.status not in ACTIVE_ALLOCATED), key=repr)
+    pods = sorted((_pod_signature(t, job) for t, done in zip(ps.tasks.values(), placed) if not done), key=repr)
     return (tuple(chain), tuple(pods))
 
 
-def signature(job: Job) -> tuple[Any, ...]:
-    return tuple(sorted((_pod_set_signature(ps, job) for ps in job.pod_sets.values()), key=repr))
+def signature(job: Job, opened_as: dict[str, Status] | None = None) -> tuple[Any, ...]:
+    """The job's signature over its pods not placed; with `opened_as` (a session's statuses of
+    the pods that changed since it opened), as the session opened."""
+    return tuple(sorted((_pod_set_signature(ps, job, opened_as or {}) for ps in job.pod_sets.values()), key=repr))
 
 
 def request_le(a: Request, b: Request) -> bool:
@@ -88,12 +91,20 @@ class FailedSignatures:
     """The smallest failed job per signature (per queue unless `per_queue` is False)."""
 
     def __init__(self, ssn: Session, per_queue: bool = True) -> None:
+        self.ssn = ssn
         self.enabled = ssn.params.use_scheduling_signatures
         self.per_queue = per_queue
         self.smallest: dict[tuple[str, tuple[Any, ...]], Job] = {}
 
     def _key(self, job: Job) -> tuple[str, tuple[Any, ...]]:
-        return (job.queue if self.per_queue else "", signature(job))
+        """The job's signature as the session opened: the reference's snapshot takes every job's
+        signature then, and the job keeps it for the session, whatever its pods do after (a
+        solution's evictions, a placement; busy_three_levels seed 53 against the reference's Go)."""
+        memo = self.ssn.cache
+        sig = memo.get(("signature", job.uid))
+        if sig is None:
+            sig = memo[("signature", job.uid)] = signature(job, self.ssn.opened_as)
+        return (job.queue if self.per_queue else "", sig)
 
     def skip(self, job: Job) -> Job | None:
         """The failed job that makes trying `job` pointless, or None."""

@@ -130,6 +130,7 @@ class Session:
         self.evictions: list[EvictionRecord] = []
         self.evicted: set[str] = set()          # uids of pods whose eviction was committed
         self.status_changes: dict[str, int] = {}  # per job uid: how often its pods changed status
+        self.opened_as: dict[str, Status] = {}    # per pod key: its status when the session opened, once changed
         # jobs whose status changes are noted in `status_touched` (see watch_status)
         self._watched: set[str] = set()
         self.status_touched: set[str] = set()
@@ -274,6 +275,7 @@ class Session:
         return set(log[at - self.status_log_base:])
 
     def set_status(self, task: Task, status: Status) -> None:
+        self.opened_as.setdefault(task.key, task.status)
         task.status = status
         self.status_changes[task.job] = self.status_changes.get(task.job, 0) + 1
         log = self.status_log
