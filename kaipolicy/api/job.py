@@ -208,7 +208,9 @@ class Job(CountsTasks):
         cpu = memory = gpus = pods = 0.0
         for t in self.tasks.values():
             if t.status in ALLOCATED:
-                acc = t.accepted or t.request
+                # the pod's request, as the reference's PodGroupInfo.Allocated adds ResReq up
+                # (job_info.go AddTaskInfo): a GPU-memory request counts no GPUs there
+                acc = t.request
                 cpu += acc.cpu
                 memory += acc.memory
                 gpus += acc.gpus_quota
