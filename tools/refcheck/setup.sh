@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up the differential harness against the reference scheduler in /tmp/goref (the scripts here
+# expect that place): the reference's source at a pinned commit in /tmp/goref/kai, this
+# directory's harness test added to it, the test binary built as /tmp/goref/harness.test, and the
+# scripts copied beside it. See README.md.
+#
+# usage: tools/refcheck/setup.sh [REFERENCE_GIT_DIR]
+#   REFERENCE_GIT_DIR: a clone or bare mirror of github.com/NVIDIA/KAI-Scheduler holding COMMIT
+#   (without it, the commit is fetched from GitHub).
+set -euo pipefail
+COMMIT=72de64fc          # the reference's commit the harness was written and validated against
+HERE="$(cd "$(dirname "$0")" && pwd)"
+OUT="${GOREF_DIR:-/tmp/goref}"   # the scripts expect /tmp/goref; another place only builds the binary
+if [ -e "$OUT/kai" ]; then
+  echo "setup.sh: $OUT/kai exists; move it away first" >&2
+  exit 1
+fi
+mkdir -p "$OUT/kai" "$OUT/tmp"
+if [ $# -ge 1 ]; then
+  git --git-dir="$1" archive "$COMMIT" | tar -x -C "$OUT/kai"
+else
+  tmp="$(mktemp -d)"
+  git clone --quiet --filter=blob:none https://github.com/NVIDIA/KAI-Scheduler "$tmp/kai"
+  git -C "$tmp/kai" archive "$COMMIT" | tar -x -C "$OUT/kai"
+  rm -rf "$tmp"
+fi
+mkdir -p "$OUT/kai/pkg/scheduler/actions/zzharness"
+cp "$HERE/harness_test.go" "$OUT/kai/pkg/scheduler/actions/zzharness/"
+cp "$HERE"/*.py "$OUT/"
+(cd "$OUT/kai" && GOFLAGS=-buildvcs=false go test -c -o ../harness.test ./pkg/scheduler/actions/zzharness/)
+echo "built $OUT/harness.test"
