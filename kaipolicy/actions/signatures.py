@@ -99,7 +99,7 @@ class FailedSignatures:
     def _key(self, job: Job) -> tuple[str, tuple[Any, ...]]:
         """The job's signature as the session opened: the reference's snapshot takes every job's
         signature then, and the job keeps it for the session, whatever its pods do after (a
-        solution's evictions, a placement; busy_three_levels seed 53 against the reference's Go)."""
+        solution's evictions, a placement; busy_three_levels seed 277 against the reference's Go)."""
         memo = self.ssn.cache
         sig = memo.get(("signature", job.uid))
         if sig is None:

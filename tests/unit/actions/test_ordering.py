@@ -198,7 +198,6 @@ def test_an_order_tells_whether_it_still_holds_a_job(depth: int | None) -> None:
         assert order.holding(set(uid.values()) - popped) == (len(popped) < 3)
 
 
-
 def test_a_queue_whose_allocation_a_commit_moved_is_judged_by_its_key_as_it_stands() -> None:
     # Regression (busy_three_levels seed 26385): the order marks only the queues it pops from or
     # pushes to, so a queue whose pods a committed eviction freed keeps its place in the heap;

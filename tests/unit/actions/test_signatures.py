@@ -6,7 +6,11 @@ from typing import Any
 
 import pytest
 
-from kaipolicy.actions.signatures import signature
+from kaipolicy.actions.signatures import FailedSignatures, signature
+from kaipolicy.api.task import Status
+from kaipolicy.cycle import open_session
+from kaipolicy.framework.config import SchedulerConfig
+from tests.scenarios.shared import default_bundle
 from tests.unit.helpers import job, node, scenario
 
 
@@ -30,11 +34,6 @@ def test_a_job_keeps_the_signature_it_had_when_the_session_opened() -> None:
     # its snapshot takes them): the reference takes every job's signature when the session opens
     # and keeps it, so a job one of whose pods was placed since still shares it with a job of
     # two pending pods, which is then skipped after the first failed.
-    from kaipolicy.actions.signatures import FailedSignatures
-    from kaipolicy.api.task import Status
-    from kaipolicy.cycle import open_session
-    from kaipolicy.framework.config import SchedulerConfig
-    from tests.scenarios.shared import default_bundle
     two = [{"state": "Pending"}, {"state": "Pending"}]
     scn = scenario([node("n0")], [job("first", tasks=two), job("second", tasks=two)],
                    params={"useSchedulingSignatures": True})
