@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kaipolicy.api.node import NodeState
+from kaipolicy.api.resources import Request
 from kaipolicy.api.task import Status, Task
 from kaipolicy.errors import StatementError
 
@@ -35,6 +36,7 @@ class Operation:
     reason: dict[str, str] = field(default_factory=dict)
     valid: bool = True
     undoes: Operation | None = None   # for an unevict: the eviction it cancelled
+    previous_accepted: Request | None = None   # the pod's grant before the operation
 
 
 #: Evictions from one node between two checkpoints share the first one's record of the node
@@ -143,22 +145,31 @@ class Statement:
 
     def _record(self, kind: str, task: Task, node: str, keep_node: bool = True) -> Operation:
         return Operation(kind, task, node, task.status, task.node, list(task.gpu_groups), task.is_virtual,
-                         node_before=self.session.cluster.nodes[node].snapshot() if keep_node else None)
+                         node_before=self.session.cluster.nodes[node].snapshot() if keep_node else None,
+                         previous_accepted=task.accepted)
 
     # ---- undo ---------------------------------------------------------------------------------
     def checkpoint(self) -> int:
         self._kept_nodes.clear()
         return len(self.operations)
 
-    def rollback(self, cp: int) -> None:
+    def rollback(self, cp: int, grants: bool = False) -> None:
         """Undo newest-first back to `cp`. Each node gets back exactly the accounting it had before
         the operation (the reference re-applies its arithmetic instead, which can drift once a
-        pipelined task has taken more than the node's releasing share)."""
+        pipelined task has taken more than the node's releasing share).
+
+        A placed pod keeps its last grant, as in the reference, so undoing an eviction after the
+        pod's placement elsewhere gives its queue back the new grant, not the one the eviction
+        took. `grants` gives each placed pod back the grant it had before, so that the shares
+        come back to where they were: for undoing what the reference never undoes (a simulation
+        run again, or a shortcut's turns that could not be told)."""
         if cp < 0 or cp > len(self.operations):
             raise StatementError(f"invalid checkpoint {cp}; the statement has {len(self.operations)} operations")
         for op in reversed(self.operations[cp:]):
             if op.valid:
                 self._undo(op, exact=True)
+                if grants and op.kind in ("allocate", "pipeline"):
+                    op.task.accepted = op.previous_accepted
         del self.operations[cp:]
         self._kept_nodes.clear()
 
@@ -173,8 +184,8 @@ class Statement:
                 if left is not None and op.task.key in left.tasks:
                     op.task.listed_elsewhere = True
 
-    def discard(self) -> None:
-        self.rollback(0)
+    def discard(self, grants: bool = False) -> None:
+        self.rollback(0, grants)
 
     def _undo(self, op: Operation, exact: bool = False) -> None:
         ssn = self.session

@@ -368,7 +368,10 @@ class JobSolver:
                 or not (victim_pending(self.ssn, result.victim_tasks) or self._victim_waiting(result)):
             return result
         assert result.statement is not None
-        result.statement.discard()
+        # back to the state before the solution's simulation, grants too: an evicted victim placed
+        # again with another grant would otherwise give its queue back the new grant
+        # (generate.scenario seed 17 with the latest victim's loaded nodes tried first)
+        result.statement.discard(grants=True)
         # the walk's feasible nodes as the scenario found them: a victim node the solution's
         # simulation added would let the preemptor fit where the scenario's first simulation
         # (of fewer evictions) found no room (busy_three_levels seed 1887)
@@ -783,7 +786,7 @@ def _stepwise(solver: JobSolver, scenario: AnyScenario, stmt: Statement, nodes: 
         ssn.record_held(held)
         ssn.tally["turns from keys, one by one", ssn.action] += 1
         return placed
-    stmt.rollback(start)
+    stmt.rollback(start, grants=True)
     for task, accepted, groups in traces:
         task.accepted, task.gpu_groups = accepted, groups
     ssn.groups_minted = minted

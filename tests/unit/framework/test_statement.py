@@ -138,6 +138,38 @@ def test_discard_undoes_everything() -> None:
     assert state(ssn) == before
 
 
+def test_discard_with_grants_gives_a_victim_placed_again_elsewhere_its_old_grant_back() -> None:
+    """A GPU-memory pod evicted from a node of small GPUs and pipelined onto one of large GPUs is
+    granted a smaller fraction there. A plain discard undoes the eviction with the new grant, as
+    the reference's rollback does, so its queue keeps the difference; a discard with grants gives
+    the pod its old grant back before undoing the eviction, and every share is as it was
+    (generate.scenario seed 17, with the latest victim's loaded nodes tried first, lost 0.99 GPU
+    of queue0 when a solution was simulated again)."""
+    def build_memory_pods() -> Session:
+        pod = {"gpus": 0, "gpuMemoryMiB": 50, "cpuMillis": 100, "memoryBytes": 10}
+        scn = scenario([node("small", gpuMemoryMiB=50), node("large", gpuMemoryMiB=5000)],
+                       [job("mem", tasks=[{"state": "Running", "node": "small", "gpuGroups": ["1"]}], perTask=pod)])
+        return open_session(scn.snapshot(), SchedulerConfig(), default_bundle())
+
+    for grants in (False, True):
+        ssn = build_memory_pods()
+        before = state(ssn)
+        victim = ssn.cluster.jobs["mem"].tasks["mem-0"]
+        granted = victim.accepted
+        assert granted is not None and granted.gpus_quota == 1.0
+        stmt = ssn.statement()
+        stmt.evict(victim, "x")
+        victim.gpu_groups = [ssn.new_gpu_group()]
+        stmt.pipeline(victim, "large")
+        assert victim.accepted is not None and victim.accepted.gpus_quota == 0.01
+        stmt.discard(grants=grants)
+        gpus = ssn.shares.queues["q0"].shares["gpu"].allocated
+        if grants:
+            assert state(ssn) == before and victim.accepted is granted
+        else:
+            assert gpus == pytest.approx(0.01)   # 1.0 taken off, 0.01 given back (as the reference)
+
+
 def test_commit_turns_allocations_into_binds_and_evictions_into_records() -> None:
     ssn = build()
     stmt = ssn.statement()
