@@ -29,8 +29,8 @@ def main() -> None:
     a = ap.parse_args()
     rows = [json.loads(x) for x in open(a.jsonl) if x.strip()]
     sys.path.insert(0, HEAD_TREE)
-    from tests.fuzz import reclaim_pressure
-    make = getattr(reclaim_pressure, a.gen)
+    from generators import generator
+    make = generator(a.gen)
     varies = [r["seed"] for r in rows if len(r["go_distinct"]) > 1]
     bad = [r for r in rows if not r["kai"].get("matches_go")]
     need = []

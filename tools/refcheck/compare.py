@@ -184,8 +184,8 @@ def main() -> None:
         show(compare(doc, a.k, trees), not a.quiet)
         return
     sys.path.insert(0, HEAD_TREE)
-    from tests.fuzz import reclaim_pressure
-    make = getattr(reclaim_pressure, a.gen)
+    from generators import generator
+    make = generator(a.gen)
     seeds = parse_seeds(a.seeds)
     sink = open(a.jsonl, "a") if a.jsonl else None
     # kaipolicy in batches (one import per batch), Go per seed

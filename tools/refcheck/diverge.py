@@ -80,8 +80,8 @@ def main() -> None:
     ap.add_argument("-k", type=int, default=10)
     a = ap.parse_args()
     sys.path.insert(0, HEAD_TREE)
-    from tests.fuzz import reclaim_pressure
-    make = getattr(reclaim_pressure, a.gen)
+    from generators import generator
+    make = generator(a.gen)
     for seed in a.seeds:
         doc = make(seed)
         cut = []

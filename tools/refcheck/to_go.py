@@ -146,6 +146,9 @@ def _job(j: dict[str, Any], idx: int) -> dict[str, Any]:
         raise Unsupported(f"{where}: both gpus and gpuMemoryMiB")
     if devices is not None and not (0 < gpus < 1):
         raise Unsupported(f"{where}: gpuDevices without a fraction")
+    if not per.get("cpuMillis") or not per.get("memoryBytes"):
+        # the reference's fake jobs ask 1 CPU and 1G where these are 0 (generate.scenario seed 195)
+        raise Unsupported(f"{where}: perTask cpuMillis/memoryBytes must be given and > 0 (Go's fake jobs ask 1 CPU and 1G for 0)")
     tasks_in = j.get("tasks") or []
     out: dict[str, Any] = {
         "name": j["name"], "namespace": j.get("namespace", "default"), "queue": j["queue"],
