@@ -11,6 +11,9 @@ scheduler, and the decisions are the scheduler's own. A simulation ends one of t
 - `unplaced, all back`: every victim went back (none is left evicted) and the preemptor was not
   placed: the victims' turns came first and took their room back;
 - `unplaced, some out`: the preemptor was not placed, some victim stayed evicted;
+  both unplaced endings are also counted by whether every victim placed went back onto the node
+  it was evicted from (the simulation then ends as a read of the victims' landings could tell),
+  and by whether that holds with whole GPUs or CPU only among the victims ("both of the last two");
 - `solution`: the scenario solved the partial job.
 
 Each simulation is also counted by whether a victim asks for a GPU fraction and whether every
@@ -65,6 +68,7 @@ class Watch:
     cannot_fit: bool = False
     proven: bool = False
     all_back: bool = False
+    moved: bool = False
 
 
 def watch_solver() -> Watch:
@@ -98,13 +102,15 @@ def watch_solver() -> Watch:
 
     def allocate_wrapped(solver: Any, scenario: Any, stmt: Any, nodes: Any, victims: list[Task],
                          feasible: Any = None) -> Any:
+        evicted_from = [t.node for t in victims]
         out = allocate(solver, scenario, stmt, nodes, victims, feasible)
         w.all_back = all(t.status != Status.RELEASING for t in victims)
+        w.moved = any(t.status != Status.RELEASING and t.node != node for t, node in zip(victims, evicted_from))
         return out
 
     def simulate_wrapped(solver: Any, scenario: Any, stmt: Any, feasible: Any, victims: list[Task],
                          provable: bool, start: int = 0) -> Any:
-        w.cannot_fit = w.proven = w.all_back = False
+        w.cannot_fit = w.proven = w.all_back = w.moved = False
         shared = "fraction among the victims" if any(t.request.is_shared for t in victims) else "whole GPUs or CPU"
         apart = "each victim on its own node" if len({t.node for t in victims}) == len(victims) else "victims share a node"
         t0 = time.perf_counter()
@@ -120,6 +126,10 @@ def watch_solver() -> Watch:
         w.seconds[ending] = w.seconds.get(ending, 0.0) + seconds
         w.kinds[ending, shared] += 1
         w.kinds[ending, apart] += 1
+        if ending.startswith("unplaced"):
+            w.kinds[ending, "a victim placed elsewhere" if w.moved else "every victim placed went back"] += 1
+            if not w.moved and shared == "whole GPUs or CPU":
+                w.kinds[ending, "both of the last two"] += 1
         return out
 
     for owner, name, wrapped in ((solve.JobSolver, "solve", solve_wrapped), (solve, "_simulate", simulate_wrapped),
