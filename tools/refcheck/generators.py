@@ -17,7 +17,7 @@ from typing import Any
 
 
 def _names_topology(job: dict[str, Any]) -> bool:
-    return bool(job.get("topologyConstraint")) or any(g.get("topologyConstraint") for g in job.get("subGroups", []))
+    return bool(job.get("topologyConstraint")) or any(g.get("topology") for g in job.get("subGroups") or [])
 
 
 def generator(name: str) -> Callable[[int], dict[str, Any]]:

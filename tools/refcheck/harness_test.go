@@ -1,4 +1,4 @@
-// Differential harness (kaipolicy's own code, not part of KAI): runs a scenario JSON (made by
+// Throwaway differential harness (NOT part of KAI): runs a scenario JSON (made by
 // /tmp/goref/to_go.py) through the reference scheduler's own actions, building the
 // session the way pkg/scheduler/test_utils does (jobs_fake / nodes_fake builders, the
 // default plugin tiers, a cache mock so that the predicates plugin runs), settling
@@ -16,17 +16,20 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	. "go.uber.org/mock/gomock"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
+	kaiv1alpha1 "github.com/NVIDIA/KAI-scheduler/pkg/apis/kai/v1alpha1"
 	enginev2 "github.com/NVIDIA/KAI-scheduler/pkg/apis/scheduling/v2"
 	enginev2alpha2 "github.com/NVIDIA/KAI-scheduler/pkg/apis/scheduling/v2alpha2"
 	"github.com/NVIDIA/KAI-scheduler/pkg/common/constants"
@@ -105,32 +108,64 @@ type TaskSpec struct {
 	PodAffinityTopologyKey string            `json:"podAffinityTopologyKey"`
 	PodAntiAffinityKey     string            `json:"podAntiAffinityTopologyKey"`
 	LegacyMig              bool              `json:"legacyMig"`
+	// PodRequest, when given, is the pod's whole request, written onto the pod as the production
+	// cache would read it (container requests and the GPU-sharing annotations)
+	PodRequest *PodRequest `json:"podRequest"`
+	// OwnLabels, when given, are the pod's own labels where they differ from its affinity's selector
+	// (PodLabels, which the fake builder also puts on the pod)
+	OwnLabels map[string]string `json:"ownLabels"`
+}
+
+// PodRequest: a pod's request as a real pod carries it. CPU in cores, memory in bytes, GPUs whole
+// (container request nvidia.com/gpu) or a fraction (the gpu-fraction annotation), GPU memory in MiB
+// (the gpu-memory annotation), and the gpu-fraction-num-devices annotation for multi-device
+// fractions. The reference's fake jobs cannot say this per task, turn a zero CPU or memory into 1
+// CPU and 1G, and never write the number of devices onto the pod.
+type PodRequest struct {
+	CPU          float64 `json:"cpu"`
+	Memory       float64 `json:"memory"`
+	GPUs         float64 `json:"gpus"`
+	GPUMemoryMiB int64   `json:"gpuMemoryMiB"`
+	GPUDevices   int64   `json:"gpuDevices"`
+}
+
+type TopologyConstraintSpec struct {
+	Topology       string `json:"topology"`
+	RequiredLevel  string `json:"requiredLevel"`
+	PreferredLevel string `json:"preferredLevel"`
+}
+
+type TopologySpec struct {
+	Name   string   `json:"name"`
+	Levels []string `json:"levels"` // node label keys, widest first
 }
 
 type SubGroupSpec struct {
-	Name         string `json:"name"`
-	Parent       string `json:"parent"`
-	MinAvailable *int32 `json:"minAvailable"`
+	Name               string                  `json:"name"`
+	Parent             string                  `json:"parent"`
+	MinAvailable       *int32                  `json:"minAvailable"`
+	TopologyConstraint *TopologyConstraintSpec `json:"topologyConstraint"`
 }
 
 type JobSpec struct {
-	Name                string         `json:"name"`
-	Namespace           string         `json:"namespace"`
-	Queue               string         `json:"queue"`
-	Priority            int32          `json:"priority"`
-	Preemptible         *bool          `json:"preemptible"`
-	MinAvailable        int32          `json:"minAvailable"`
-	SubGroups           []SubGroupSpec `json:"subGroups"`
-	CreatedMinutesAgo   float64        `json:"createdMinutesAgo"`
-	StaleSeconds        *float64       `json:"staleSeconds"`
-	LastStartMinutesAgo *float64       `json:"lastStartMinutesAgo"`
-	Deleted             bool           `json:"deleted"`
-	GPUs                float64        `json:"gpus"`
-	GPUMemoryMiB        uint64         `json:"gpuMemoryMiB"`
-	GPUDevices          *uint64        `json:"gpuDevices"`
-	CPUMillis           float64        `json:"cpuMillis"`
-	MemoryBytes         float64        `json:"memoryBytes"`
-	Tasks               []*TaskSpec    `json:"tasks"`
+	Name                string                  `json:"name"`
+	Namespace           string                  `json:"namespace"`
+	Queue               string                  `json:"queue"`
+	Priority            int32                   `json:"priority"`
+	Preemptible         *bool                   `json:"preemptible"`
+	MinAvailable        int32                   `json:"minAvailable"`
+	SubGroups           []SubGroupSpec          `json:"subGroups"`
+	TopologyConstraint  *TopologyConstraintSpec `json:"topologyConstraint"`
+	CreatedMinutesAgo   float64                 `json:"createdMinutesAgo"`
+	StaleSeconds        *float64                `json:"staleSeconds"`
+	LastStartMinutesAgo *float64                `json:"lastStartMinutesAgo"`
+	Deleted             bool                    `json:"deleted"`
+	GPUs                float64                 `json:"gpus"`
+	GPUMemoryMiB        uint64                  `json:"gpuMemoryMiB"`
+	GPUDevices          *uint64                 `json:"gpuDevices"`
+	CPUMillis           float64                 `json:"cpuMillis"`
+	MemoryBytes         float64                 `json:"memoryBytes"`
+	Tasks               []*TaskSpec             `json:"tasks"`
 }
 
 type Params struct {
@@ -150,6 +185,7 @@ type Scenario struct {
 	Queues              []QueueSpec    `json:"queues"`
 	Nodes               []NodeSpec     `json:"nodes"`
 	Jobs                []*JobSpec     `json:"jobs"`
+	Topologies          []TopologySpec `json:"topologies"`
 }
 
 // ---- output --------------------------------------------------------------------------------
@@ -232,7 +268,60 @@ func buildQueues(specs []QueueSpec, base time.Time) map[common_info.QueueID]*que
 	return out
 }
 
+func crConstraint(tc *TopologyConstraintSpec) *enginev2alpha2.TopologyConstraint {
+	if tc == nil {
+		return nil
+	}
+	return &enginev2alpha2.TopologyConstraint{
+		Topology:               tc.Topology,
+		RequiredTopologyLevel:  tc.RequiredLevel,
+		PreferredTopologyLevel: tc.PreferredLevel,
+	}
+}
+
+// podGroupSpec is the job's PodGroup spec as the production cache reads it: MinMember, the
+// topology constraint and the subgroups (with theirs).
+func podGroupSpec(j *JobSpec) enginev2alpha2.PodGroupSpec {
+	spec := enginev2alpha2.PodGroupSpec{Queue: j.Queue, MinMember: j.MinAvailable}
+	if tc := crConstraint(j.TopologyConstraint); tc != nil {
+		spec.TopologyConstraint = *tc
+	}
+	for _, g := range j.SubGroups {
+		sg := enginev2alpha2.SubGroup{Name: g.Name, TopologyConstraint: crConstraint(g.TopologyConstraint)}
+		if g.MinAvailable != nil {
+			sg.MinMember = *g.MinAvailable
+		}
+		if g.Parent != "" {
+			p := g.Parent
+			sg.Parent = &p
+		}
+		spec.SubGroups = append(spec.SubGroups, sg)
+	}
+	return spec
+}
+
+// specSubGroupOrder: HARNESS_SPEC_SUBGROUP_ORDER=1 builds the subgroup tree in the scenario's
+// order (the harness's earlier builder); by default the production factory builds it
+// (subgroup_info.FromPodGroup, which walks a map: children in Go map order).
+func specSubGroupOrder() bool { return os.Getenv("HARNESS_SPEC_SUBGROUP_ORDER") == "1" }
+
 func rootSubGroups(j *JobSpec) *subgroup_info.SubGroupSet {
+	if !specSubGroupOrder() || j.TopologyConstraint != nil {
+		pg := &enginev2alpha2.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: j.Name, Namespace: j.Namespace},
+			Spec:       podGroupSpec(j),
+		}
+		root, err := subgroup_info.FromPodGroup(pg)
+		if err != nil {
+			panic(fmt.Sprintf("job %s: %v", j.Name, err))
+		}
+		if len(j.SubGroups) == 0 {
+			// as PodGroupInfo.setSubGroups does for a podgroup without subgroups: the default pod
+			// set (without a constraint of its own) under the root that carries the job's
+			root.AddPodSet(subgroup_info.NewPodSet(podgroup_info.DefaultSubGroup, j.MinAvailable, nil))
+		}
+		return root
+	}
 	if len(j.SubGroups) == 0 {
 		return jobs_fake.DefaultSubGroup(j.MinAvailable)
 	}
@@ -244,6 +333,9 @@ func rootSubGroups(j *JobSpec) *subgroup_info.SubGroupSet {
 		}
 	}
 	for _, g := range j.SubGroups {
+		if g.TopologyConstraint != nil {
+			panic("HARNESS_SPEC_SUBGROUP_ORDER=1 does not build subgroup topology constraints")
+		}
 		parent := sets[g.Parent]
 		if parent == nil {
 			panic(fmt.Sprintf("job %s: subgroup %s has unknown parent %s", j.Name, g.Name, g.Parent))
@@ -336,6 +428,78 @@ func testNodes(s *Scenario) map[string]nodes_fake.TestNodeBasic {
 		out[n.Name] = tn
 	}
 	return out
+}
+
+// topologies are the Topology CRs (cluster-scoped), as the production snapshot lists them
+// (cluster_info.snapshotTopologies); their levels are node label keys, widest first.
+func topologies(s *Scenario) []*kaiv1alpha1.Topology {
+	var out []*kaiv1alpha1.Topology
+	for _, t := range s.Topologies {
+		topo := &kaiv1alpha1.Topology{
+			ObjectMeta: metav1.ObjectMeta{Name: t.Name, UID: types.UID(t.Name)},
+		}
+		for _, l := range t.Levels {
+			topo.Spec.Levels = append(topo.Spec.Levels, kaiv1alpha1.TopologyLevel{NodeLabel: l})
+		}
+		out = append(out, topo)
+	}
+	return out
+}
+
+// applyPodRequest writes the request onto the task's pod and builds its PodInfo again from the pod
+// (pod_info.NewTaskInfo, as the production cache does), in place: the job, its pod sets and the
+// node map hold the same *PodInfo. The fields the fake job builder sets after NewTaskInfo are kept.
+func applyPodRequest(ti *pod_info.PodInfo, r *PodRequest, vectorMap *resource_info.ResourceVectorMap) {
+	pod := ti.Pod
+	old := pod.Spec.Containers[0].Resources.Requests
+	reqs := v1.ResourceList{v1.ResourcePods: resource.MustParse("1")}
+	if r.CPU > 0 {
+		reqs[v1.ResourceCPU] = resource.MustParse(strconv.FormatFloat(r.CPU, 'f', -1, 64))
+	}
+	if r.Memory > 0 {
+		reqs[v1.ResourceMemory] = resource.MustParse(strconv.FormatFloat(r.Memory, 'f', -1, 64))
+	}
+	whole := r.GPUs >= 1 && r.GPUs == float64(int64(r.GPUs))
+	fraction := r.GPUs > 0 && r.GPUs < 1
+	if whole {
+		reqs[resource_info.GPUResourceName] = resource.MustParse(strconv.FormatInt(int64(r.GPUs), 10))
+	} else if r.GPUs != 0 && !fraction {
+		panic(fmt.Sprintf("pod %s: gpus %v", pod.Name, r.GPUs))
+	}
+	mig := false
+	for name, q := range old {
+		if strings.HasPrefix(string(name), "nvidia.com/mig-") {
+			reqs[name] = q
+			mig = true
+		}
+	}
+	pod.Spec.Containers[0].Resources.Requests = reqs
+	delete(pod.Annotations, common_info.GPUFraction)
+	delete(pod.Annotations, pod_info.GpuMemoryAnnotationName)
+	delete(pod.Annotations, constants.GpuFractionsNumDevices)
+	if fraction {
+		pod.Annotations[common_info.GPUFraction] = strconv.FormatFloat(r.GPUs, 'f', -1, 64)
+	}
+	if r.GPUMemoryMiB > 0 {
+		pod.Annotations[pod_info.GpuMemoryAnnotationName] = strconv.FormatInt(r.GPUMemoryMiB, 10)
+	}
+	if r.GPUDevices > 0 {
+		pod.Annotations[constants.GpuFractionsNumDevices] = strconv.FormatInt(r.GPUDevices, 10)
+	}
+	if _, found := pod.Annotations[pod_info.ReceivedResourceTypeAnnotationName]; found {
+		received := pod_info.ReceivedTypeRegular
+		if fraction || r.GPUMemoryMiB > 0 {
+			received = pod_info.ReceivedTypeFraction
+		}
+		if mig {
+			received = pod_info.ReceivedTypeMigInstance
+		}
+		pod.Annotations[pod_info.ReceivedResourceTypeAnnotationName] = string(received)
+	}
+	vectorMap.AddResourceList(reqs)
+	status, groups, subGroup, legacy := ti.Status, ti.GPUGroups, ti.SubGroupName, ti.IsLegacyMIGtask
+	*ti = *pod_info.NewTaskInfo(pod, nil, vectorMap)
+	ti.Status, ti.GPUGroups, ti.SubGroupName, ti.IsLegacyMIGtask = status, groups, subGroup, legacy
 }
 
 type recorder struct {
@@ -433,6 +597,23 @@ func buildSession(s *Scenario, controller *Controller, rec *recorder, clocks map
 	vectorMap := resource_info.NewResourceVectorMap()
 	tjobs := testJobs(s)
 	jobsInfoMap, tasksToNodeMap, _ := jobs_fake.BuildJobsAndTasksMaps(tjobs, vectorMap)
+	for _, j := range s.Jobs {
+		pgi := jobsInfoMap[common_info.PodGroupID(j.Name)]
+		for i, t := range j.Tasks {
+			if t.OwnLabels != nil {
+				pod := pgi.GetAllPodsMap()[common_info.PodID(fmt.Sprintf("%s-%d", j.Name, i))].Pod
+				for k := range t.PodLabels {
+					delete(pod.Labels, k)
+				}
+				for k, v := range t.OwnLabels {
+					pod.Labels[k] = v
+				}
+			}
+			if t.PodRequest != nil {
+				applyPodRequest(pgi.GetAllPodsMap()[common_info.PodID(fmt.Sprintf("%s-%d", j.Name, i))], t.PodRequest, vectorMap)
+			}
+		}
+	}
 	if prodPodPriority() {
 		// As in a real cluster, every pod carries its job's (priority class's) priority; the
 		// fixture's pods carry none, and the production signature hashes pod.Spec.Priority.
@@ -462,6 +643,9 @@ func buildSession(s *Scenario, controller *Controller, rec *recorder, clocks map
 		created := now.Add(-time.Duration(j.CreatedMinutesAgo * float64(time.Minute)))
 		pgi.CreationTimestamp = metav1.Time{Time: created}
 		pgi.PodGroup.CreationTimestamp = metav1.Time{Time: created}
+		pgSpec := podGroupSpec(j) // the CR's spec, as the production cache holds it
+		pgSpec.Queue = pgi.PodGroup.Spec.Queue
+		pgi.PodGroup.Spec = pgSpec
 		c := clocks[j.Name]
 		pgi.StalenessInfo.TimeStamp = nil
 		pgi.StalenessInfo.Stale = false
@@ -515,6 +699,7 @@ func buildSession(s *Scenario, controller *Controller, rec *recorder, clocks map
 			PodGroupInfos:     jobsInfoMap,
 			MinNodeGPUMemory:  node_info.DefaultGpuMemory,
 			ResourceVectorMap: vectorMap,
+			Topologies:        topologies(s),
 		},
 		SchedulerParams: conf.SchedulerParams{
 			QueueLabelKey:           constants.DefaultQueueLabel,

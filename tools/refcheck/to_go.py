@@ -132,10 +132,85 @@ def _node(n: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _job(j: dict[str, Any], idx: int) -> dict[str, Any]:
+def _constraint(tc: dict[str, Any] | None, where: str, topologies: dict[str, list[str]]) -> dict[str, str] | None:
+    """A job's topologyConstraint or a subgroup's topology, as the PodGroup's (and its SubGroup's)
+    TopologyConstraint fields. kaipolicy reads a constraint without a topology name as none; so does
+    the reference's PodGroup factory for the job's, but not for a subgroup's (it keeps an empty one,
+    which the plugin then also ignores): both are refused rather than guessed."""
+    if tc is None:
+        return None
+    _check_keys(where, tc, {"topology", "requiredLevel", "preferredLevel"})
+    name = tc.get("topology")
+    if not name:
+        raise Unsupported(f"{where}: constraint without a topology name")
+    if name not in topologies:
+        raise Unsupported(f"{where}: unknown topology {name}")
+    req = tc.get("requiredLevel") or ""
+    pref = tc.get("preferredLevel") or ""
+    for lvl in (req, pref):
+        if lvl and lvl not in topologies[name]:
+            raise Unsupported(f"{where}: level {lvl} not in topology {name}")
+    # neither level: mapped as written (the reference's plugin then errs in calculateRelevantDomainLevels)
+    return {"topology": str(name), "requiredLevel": str(req), "preferredLevel": str(pref)}
+
+
+def _topologies(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for t in doc.get("topologies") or []:
+        _check_keys("topologies[]", t, {"name", "levels"})
+        levels = [str(x) for x in t.get("levels") or []]
+        if not t.get("name") or not levels:
+            raise Unsupported(f"topology {t.get('name')}: no name or no levels")
+        if len(set(levels)) != len(levels):
+            raise Unsupported(f"topology {t['name']}: repeated level")
+        out.append({"name": str(t["name"]), "levels": levels})
+    if len({t["name"] for t in out}) != len(out):
+        raise Unsupported("duplicate topology names")
+    return out
+
+
+HOLDS_NODE = {"Running", "Releasing", "Pipelined", "Binding", "Bound", "Allocated"}
+
+
+def _shared(r: dict[str, Any]) -> tuple[bool, int]:
+    g = _num(r.get("gpus", 0))
+    shared = (0 < g < 1) or bool(r.get("gpuMemoryMiB"))
+    return shared, int(r.get("gpuDevices") or 1) if shared else 0
+
+
+def _pod_request(merged: dict[str, Any], per: dict[str, Any], t: dict[str, Any], tw: str) -> dict[str, Any]:
+    """The task's exact request, for the harness to write onto its pod (podRequest)."""
+    g = _num(merged.get("gpus", 0))
+    mem = int(merged.get("gpuMemoryMiB", 0) or 0)
+    dev = merged.get("gpuDevices")
+    if g > 1 and g != int(g) or g < 0:
+        raise Unsupported(f"{tw}: gpus {g}")
+    if g and mem:
+        raise Unsupported(f"{tw}: both gpus and gpuMemoryMiB")
+    if dev is not None and not (0 < g < 1 or mem):
+        raise Unsupported(f"{tw}: gpuDevices without a fraction or GPU memory")
+    if dev is not None and int(dev) < 1:
+        raise Unsupported(f"{tw}: gpuDevices {dev}")
+    if t.get("state") in HOLDS_NODE and t.get("node"):
+        # a placed task's GPU groups: the fake job builder pads a fractional job's placed pods to the
+        # job's number of devices; anything else takes the groups as written
+        shared, ndev = _shared(merged)
+        jshared, jdev = _shared(per)
+        job_fraction = 0 < _num(per.get("gpus", 0)) < 1
+        groups = len(t.get("gpuGroups") or [])
+        if job_fraction and not (shared and ndev == jdev and groups <= ndev):
+            raise Unsupported(f"{tw}: a placed task's request differs from its fractional job's")
+        if not job_fraction and shared and groups != ndev:
+            raise Unsupported(f"{tw}: a placed shared-GPU task needs {ndev} gpuGroups")
+    return {"cpu": _num(merged.get("cpuMillis", 0)) / 1000.0, "memory": _num(merged.get("memoryBytes", 0)),
+            "gpus": g, "gpuMemoryMiB": mem, "gpuDevices": int(dev) if dev is not None else 0}
+
+
+def _job(j: dict[str, Any], idx: int, topologies: dict[str, list[str]]) -> dict[str, Any]:
     where = f"job {j.get('name')}"
     _check_keys(where, j, {"name", "namespace", "queue", "priority", "preemptible", "minAvailable", "createdMinutesAgo",
-                           "staleSeconds", "lastStartMinutesAgo", "deleted", "perTask", "subGroups", "tasks"})
+                           "staleSeconds", "lastStartMinutesAgo", "deleted", "perTask", "subGroups", "tasks",
+                           "topologyConstraint"})
     per = dict(j.get("perTask") or {})
     _check_keys(where + ".perTask", per, {"gpus", "gpuMemoryMiB", "gpuDevices", "cpuMillis", "memoryBytes", "mig"})
     gpus = _num(per.get("gpus", 0))
@@ -144,11 +219,12 @@ def _job(j: dict[str, Any], idx: int) -> dict[str, Any]:
         raise Unsupported(f"{where}: gpus {gpus} (above 1, not whole)")
     if per.get("gpuMemoryMiB") and gpus:
         raise Unsupported(f"{where}: both gpus and gpuMemoryMiB")
-    if devices is not None and not (0 < gpus < 1):
-        raise Unsupported(f"{where}: gpuDevices without a fraction")
-    if not per.get("cpuMillis") or not per.get("memoryBytes"):
-        # the reference's fake jobs ask 1 CPU and 1G where these are 0 (generate.scenario seed 195)
-        raise Unsupported(f"{where}: perTask cpuMillis/memoryBytes must be given and > 0 (Go's fake jobs ask 1 CPU and 1G for 0)")
+    if devices is not None and not (0 < gpus < 1 or per.get("gpuMemoryMiB")):
+        raise Unsupported(f"{where}: gpuDevices without a fraction or GPU memory")
+    # The reference's fake jobs ask 1 CPU and 1G where these are 0 (generate.scenario seed 195), and
+    # never write a multi-device fraction's number of devices onto the pod (its pods ask one device):
+    # such jobs' pods get their exact request written onto the pod by the harness (podRequest).
+    job_pod_request = bool(devices) or not per.get("cpuMillis") or not per.get("memoryBytes")
     tasks_in = j.get("tasks") or []
     out: dict[str, Any] = {
         "name": j["name"], "namespace": j.get("namespace", "default"), "queue": j["queue"],
@@ -172,11 +248,17 @@ def _job(j: dict[str, Any], idx: int) -> dict[str, Any]:
         out["staleSeconds"] = _num(j["staleSeconds"])
     if j.get("lastStartMinutesAgo") is not None:
         out["lastStartMinutesAgo"] = _num(j["lastStartMinutesAgo"])
+    tc = _constraint(j.get("topologyConstraint"), where + ".topologyConstraint", topologies)
+    if tc is not None:
+        out["topologyConstraint"] = tc
     if j.get("subGroups"):
         sgs = []
         for g in j["subGroups"]:
-            _check_keys(where + ".subGroups", g, {"name", "minAvailable", "parent"})
+            _check_keys(where + ".subGroups", g, {"name", "minAvailable", "parent", "topology"})
             sg = {"name": g["name"], "parent": g.get("parent") or ""}
+            tc = _constraint(g.get("topology"), f"{where}.subGroups[{g['name']}].topology", topologies)
+            if tc is not None:
+                sg["topologyConstraint"] = tc
             if g.get("minAvailable") is not None:
                 sg["minAvailable"] = max(int(g["minAvailable"]), 1)
             sgs.append(sg)
@@ -215,12 +297,11 @@ def _job(j: dict[str, Any], idx: int) -> dict[str, Any]:
         if aff:
             _check_keys(tw + ".podAffinity", aff, {"labels", "topologyKey", "antiTopologyKey"})
             al = {str(k): str(v) for k, v in (aff.get("labels") or {}).items()}
-            # Go's TestTaskBasic has one label map: the pod's labels and the affinity's selector
-            if labels and labels != al:
-                raise Unsupported(f"{tw}: pod labels differ from its podAffinity labels")
-            if not labels:
-                raise Unsupported(f"{tw}: podAffinity on a pod without those labels (Go labels the pod with them)")
+            # Go's TestTaskBasic has one label map: the pod's labels and the affinity's selector; the
+            # harness then writes the pod's own labels (ownLabels) over the ones the builder gave it
             to["podLabels"] = al
+            if labels != al:
+                to["ownLabels"] = labels
             if aff.get("topologyKey"):
                 to["podAffinityTopologyKey"] = aff["topologyKey"]
             if aff.get("antiTopologyKey"):
@@ -230,16 +311,21 @@ def _job(j: dict[str, Any], idx: int) -> dict[str, Any]:
         if t.get("legacyMig"):
             to["legacyMig"] = True
         mig = per_mig
-        if t.get("resources"):
-            r = t["resources"]
-            _check_keys(tw + ".resources", r, {"gpus", "mig"})
-            if "gpus" in r:
-                g = _num(r["gpus"])
-                if g != int(g) or gpus != int(gpus) or per.get("gpuMemoryMiB"):
-                    raise Unsupported(f"{tw}: resources.gpus override only for whole GPUs")
-                to["requiredGPUs"] = int(g)
-            if "mig" in r:
-                mig = r["mig"]
+        res = t.get("resources") or {}
+        _check_keys(tw + ".resources", res, {"gpus", "mig", "gpuMemoryMiB", "gpuDevices", "cpuMillis", "memoryBytes"})
+        if "mig" in res:
+            mig = res["mig"]
+        merged = dict(per)
+        merged.update(res)
+        old_path = set(res) <= {"gpus", "mig"} and (
+            "gpus" not in res or (_num(res["gpus"]) == int(_num(res["gpus"])) and gpus == int(gpus)
+                                  and not per.get("gpuMemoryMiB") and not devices))
+        if res and old_path and "gpus" in res:
+            to["requiredGPUs"] = int(_num(res["gpus"]))   # the reference tests' own form
+        if job_pod_request or not old_path:
+            to["podRequest"] = _pod_request(merged, per, t, tw)
+        if mig and (_num(merged.get("gpus", 0)) != int(_num(merged.get("gpus", 0))) or merged.get("gpuMemoryMiB")):
+            raise Unsupported(f"{tw}: mig with a shared GPU request")
         if mig:
             to["mig"] = {str(k): int(v) for k, v in mig.items()}
         out["tasks"].append(to)
@@ -253,7 +339,7 @@ def convert(doc: dict[str, Any] | str) -> dict[str, Any]:
     doc = copy.deepcopy(doc)
     _check_keys("scenario", doc, {"name", "source", "features", "actions", "cycles", "config", "departments",
                                   "defaultDepartment", "queues", "nodes", "jobs", "params",
-                                  "staleGracePeriodSeconds", "expect"})
+                                  "staleGracePeriodSeconds", "expect", "topologies"})
     for a in doc["actions"]:
         if a not in ACTIONS:
             raise Unsupported(f"action {a}")
@@ -274,8 +360,10 @@ def convert(doc: dict[str, Any] | str) -> dict[str, Any]:
         },
         "queues": _queues(doc, bool(params["fullHierarchyFairness"])),
         "nodes": [_node(n) for n in doc.get("nodes") or []],
-        "jobs": [_job(j, i) for i, j in enumerate(doc.get("jobs") or [])],
+        "topologies": _topologies(doc),
     }
+    topo_levels = {t["name"]: t["levels"] for t in out["topologies"]}
+    out["jobs"] = [_job(j, i, topo_levels) for i, j in enumerate(doc.get("jobs") or [])]
     cfg = doc.get("config")
     if cfg:
         _check_keys("config", cfg, {"tiers", "queueDepthPerAction"})
