@@ -21,8 +21,8 @@ DEFAULT_GPU_MEMORY = 100
 class PodOnNode:
     """What a node remembers of a pod placed on it, as it was then (the pod itself moves on)."""
 
-    __slots__ = ("accepted", "gpu_groups", "key", "labels", "legacy_mig", "name", "namespace", "request", "status",
-                 "uid")
+    __slots__ = ("accepted", "gpu_groups", "key", "labels", "legacy_mig", "name", "namespace", "pod_affinity", "request",
+                 "status", "uid")
 
     def __init__(self, task: Task) -> None:
         self.uid = task.uid
@@ -35,6 +35,7 @@ class PodOnNode:
         self.gpu_groups = list(task.gpu_groups)
         self.labels = task.labels
         self.legacy_mig = task.legacy_mig
+        self.pod_affinity = task.pod_affinity
 
     @property
     def is_shared_allocation(self) -> bool:

@@ -23,6 +23,8 @@ class ClusterInfo:
     queues: dict[str, Queue]
     topologies: dict[str, Topology] = field(default_factory=dict)
     now: float = 0.0                  # the scenario clock, seconds
+    # whether any pod of the cluster has a required anti-affinity (see affinity.holds_anti_affinity)
+    anti_affinity: bool | None = None
 
     def task(self, job_uid: str, task_uid: str) -> Task:
         return self.jobs[job_uid].tasks[task_uid]

@@ -88,9 +88,51 @@ def _matches(labels: dict[str, str], selector: tuple[tuple[str, str], ...]) -> b
     return all(labels.get(k) == v for k, v in selector)
 
 
-def pod_affinity_fits(cluster: ClusterInfo, task: Task, node: Node) -> bool:
+def holds_anti_affinity(cluster: ClusterInfo) -> bool:
+    """Whether any pod of the cluster has a required anti-affinity, worked out once per snapshot
+    (a snapshot's pods and their terms are fixed; only where they run changes)."""
+    known = cluster.anti_affinity
+    if known is None:
+        known = cluster.anti_affinity = any(t.pod_affinity is not None and bool(t.pod_affinity.anti_topology_key)
+                                            for j in cluster.jobs.values() for t in j.tasks.values())
+    return known
+
+
+Repeller = tuple[str, str, tuple[tuple[str, str], ...]]
+
+
+def repellers(cluster: ClusterInfo, task: Task) -> list[Repeller]:
+    """The domains placed pods' required anti-affinity keeps `task` out of: (topology key, value,
+    selector) for each pod in use on a node with that key whose selector matches the task's
+    labels (the pod itself excepted, wherever it is listed). Kubernetes' inter-pod affinity
+    filter rejects a node in such a domain, so the check is symmetric: found by the reference's
+    Go on random clusters (`generate.scenario` seeds 521 and 565)."""
+    if not holds_anti_affinity(cluster):
+        return []
+    out: list[Repeller] = []
+    for n in cluster.nodes.values():
+        for t in n.tasks.values():
+            other = t.pod_affinity
+            if other is None or not other.anti_topology_key or t.status not in ACTIVE_USED or t.uid == task.uid:
+                continue
+            value = n.labels.get(other.anti_topology_key)
+            if value is not None and _matches(task.labels, other.labels):
+                out.append((other.anti_topology_key, value, other.labels))
+    return out
+
+
+def repelled(node: Node, found: list[Repeller]) -> bool:
+    return any(node.labels.get(key) == value for key, value, _ in found)
+
+
+def pod_affinity_fits(cluster: ClusterInfo, task: Task, node: Node,
+                      found: list[Repeller] | None = None) -> bool:
     """Required affinity: some matching pod in the node's `topologyKey` domain (or none anywhere
-    and the pod matches itself, as Kubernetes allows); anti-affinity: none in its domain."""
+    and the pod matches itself, as Kubernetes allows); anti-affinity: none in its domain; and no
+    placed pod's required anti-affinity keeps the pod out of the node's domain (`repellers`,
+    given as `found` where the caller gathered them for many nodes)."""
+    if repelled(node, repellers(cluster, task) if found is None else found):
+        return False
     aff = task.pod_affinity
     if aff is None:
         return True

@@ -198,9 +198,11 @@ def _pod_affinity(cluster: Session, task: Task, node: Node) -> bool:
 
 
 def _pod_affinity_vector(cluster: Session, task: Task, node: NodeVector) -> np.ndarray:
-    if task.pod_affinity is None:
+    found = affinity.repellers(cluster.cluster, task)
+    if task.pod_affinity is None and not found:
         return np.ones(len(node), dtype=bool)
-    return np.fromiter((_pod_affinity(cluster, task, n) for n in node.nodes), dtype=bool, count=len(node))
+    return np.fromiter((affinity.pod_affinity_fits(cluster.cluster, task, n, found) for n in node.nodes), dtype=bool,
+                       count=len(node))
 
 
 def _topology_score(cluster: Session, task: Task, job: Job, node: Node) -> float:
@@ -252,7 +254,8 @@ FUNCTIONS = {f.name: f for f in (
        "The first NoSchedule or NoExecute taint of the node the task does not tolerate, as a message; '' when none.",
        fixed=True),
     _f("affinity.podFits", ("Cluster", "Task", "Node"), "bool", _pod_affinity, _pod_affinity_vector,
-       "The task's required pod affinity and anti-affinity hold on the node."),
+       "The task's required pod affinity and anti-affinity hold on the node, and no placed pod's required "
+       "anti-affinity keeps the task out of the node's domain."),
     _f("capacity.onNode", ("Cluster", "Task", "Job", "Node"), "string", _cap_on_node,
        _by_column(_cap_on_node, "gpu_memory"),
        "The session's taskOverCapacityOnNode verdict: '' when the queue may take the task on this node."),

@@ -19,7 +19,7 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.node import Node
 from kaipolicy.api.resources import RequestType
 from kaipolicy.api.task import Task
-from kaipolicy.builtins import capacity
+from kaipolicy.builtins import affinity, capacity
 from kaipolicy.framework import verdicts
 from kaipolicy.framework.fits import fits_mask
 from kaipolicy.framework.session import Rule, Session
@@ -52,8 +52,9 @@ def _conditional(ssn: Session, task: Task, job: Job, asking: frozenset[str]) -> 
         # the queue gates pass whatever is allocated when nothing up the path is capped
         "capacity.taskOverLimitOnNode": lambda: capacity.uncapped(ssn.shares, job),
         "capacity.onNode": lambda: rules_of("taskOverCapacityOnNode", "capacity.onNode"),
-        # without terms of its own the task's pod affinity holds everywhere
-        "affinity.podFits": lambda: task.pod_affinity is None,
+        # without terms of its own, and with no pod's anti-affinity about, the task's pod affinity
+        # holds everywhere
+        "affinity.podFits": lambda: task.pod_affinity is None and not affinity.holds_anti_affinity(ssn.cluster),
         # the GPU-order rules it asks see one node (and GPU) at a time
         "gpu.needsNewGroup": lambda: rules_of("gpuOrder", "gpu.needsNewGroup"),
     }

@@ -10,6 +10,12 @@ from kaipolicy.api.node import Node, Taint
 from kaipolicy.api.resources import Request, Resources
 from kaipolicy.api.task import AffinityTerm, Requirement, Status, Task, Toleration
 from kaipolicy.builtins.affinity import node_affinity_matches, untolerated_taint
+from kaipolicy.cycle import run_cycle
+from kaipolicy.framework.config import SchedulerConfig
+from tests.scenarios.shared import default_bundle
+from tests.unit.helpers import job as job_doc
+from tests.unit.helpers import node as node_doc
+from tests.unit.helpers import scenario
 
 LABELS = {"zone": "a", "gpu": "h100", "rack-size": "8"}
 
@@ -79,3 +85,29 @@ TAINT = Taint("gpu", "reserved", "NoSchedule")
 def test_taints_and_tolerations(note: str, taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...],
                                 refusal: str) -> None:
     assert untolerated_taint(task(tolerations=tolerations), node(taints=taints)) == refusal, note
+
+
+def _placed_node(nodes: list[str], running_affinity: dict[str, Any] | None, pending_labels: dict[str, str]) -> str | None:
+    """Where one allocate cycle binds a pending pod labelled `pending_labels`, with a pod running
+    on n0 that carries `running_affinity` (nodes by name; n0 packs best: it holds a pod already)."""
+    running: dict[str, Any] = {"state": "Running", "node": "n0"}
+    if running_affinity is not None:
+        running["podAffinity"] = running_affinity
+    scn = scenario([node_doc(name, labels={"kai.scheduler/type": name, "zone": "z"}) for name in nodes],
+                   [job_doc("old", tasks=[running]),
+                    job_doc("new", tasks=[{"state": "Pending", "labels": pending_labels}])])
+    result = run_cycle(scn.snapshot(), SchedulerConfig(), default_bundle())
+    return next((b.node for b in result.session.binds if b.task.startswith("new")), None)
+
+
+def test_a_placed_pods_anti_affinity_keeps_a_matching_pod_out_of_its_domain() -> None:
+    """Kubernetes' inter-pod affinity filter is symmetric: a pod already placed whose required
+    anti-affinity selects the incoming pod keeps it out of that pod's domain, though the incoming
+    pod has no terms of its own (the reference's Go on `generate.scenario` seeds 521 and 565)."""
+    anti = {"labels": {"app": "b"}, "antiTopologyKey": "kai.scheduler/type"}
+    assert _placed_node(["n0", "n1"], None, {"app": "b"}) == "n0"          # binpacking's choice
+    assert _placed_node(["n0", "n1"], anti, {"app": "b"}) == "n1"          # kept out of n0's domain
+    assert _placed_node(["n0", "n1"], anti, {"app": "c"}) == "n0"          # the selector does not match
+    assert _placed_node(["n0"], anti, {"app": "b"}) is None                 # nowhere else to go
+    wide = {"labels": {"app": "b"}, "antiTopologyKey": "zone"}               # both nodes in zone z
+    assert _placed_node(["n0", "n1"], wide, {"app": "b"}) is None
