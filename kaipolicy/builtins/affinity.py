@@ -98,13 +98,12 @@ def holds_anti_affinity(cluster: ClusterInfo) -> bool:
     return known
 
 
-Repeller = tuple[str, str, tuple[tuple[str, str], ...]]
+Repeller = tuple[str, str]   # a node-label key and its value: one domain
 
 
 def repellers(cluster: ClusterInfo, task: Task) -> list[Repeller]:
-    """The domains placed pods' required anti-affinity keeps `task` out of: (topology key, value,
-    selector) for each pod in use on a node with that key whose selector matches the task's
-    labels (the pod itself excepted, wherever it is listed). Kubernetes' inter-pod affinity
+    """The domains placed pods' required anti-affinity keeps `task` out of: (topology key, value)
+    for each pod in use on a node with that key whose selector matches the task's labels (the pod itself excepted, wherever it is listed). Kubernetes' inter-pod affinity
     filter rejects a node in such a domain, so the check is symmetric: found by the reference's
     Go on random clusters (`generate.scenario` seeds 521 and 565)."""
     if not holds_anti_affinity(cluster):
@@ -117,12 +116,12 @@ def repellers(cluster: ClusterInfo, task: Task) -> list[Repeller]:
                 continue
             value = n.labels.get(other.anti_topology_key)
             if value is not None and _matches(task.labels, other.labels):
-                out.append((other.anti_topology_key, value, other.labels))
+                out.append((other.anti_topology_key, value))
     return out
 
 
 def repelled(node: Node, found: list[Repeller]) -> bool:
-    return any(node.labels.get(key) == value for key, value, _ in found)
+    return any(node.labels.get(key) == value for key, value in found)
 
 
 def pod_affinity_fits(cluster: ClusterInfo, task: Task, node: Node,
