@@ -103,16 +103,19 @@ Repeller = tuple[str, str]   # a node-label key and its value: one domain
 
 def repellers(cluster: ClusterInfo, task: Task) -> list[Repeller]:
     """The domains placed pods' required anti-affinity keeps `task` out of: (topology key, value)
-    for each pod in use on a node with that key whose selector matches the task's labels (the pod itself excepted, wherever it is listed). Kubernetes' inter-pod affinity
-    filter rejects a node in such a domain, so the check is symmetric: found by the reference's
-    Go on random clusters (`generate.scenario` seeds 521 and 565)."""
+    for each pod in use on a node with that key, in the task's namespace, whose selector matches
+    the task's labels (the pod itself excepted, wherever it is listed). Kubernetes' inter-pod
+    affinity filter rejects a node in such a domain, so the check is symmetric: found by the
+    reference's Go on random clusters (`generate.scenario` seeds 521 and 565). A term names no
+    namespaces, so it selects pods of its own pod's namespace only, as Kubernetes reads it."""
     if not holds_anti_affinity(cluster):
         return []
     out: list[Repeller] = []
     for n in cluster.nodes.values():
         for t in n.tasks.values():
             other = t.pod_affinity
-            if other is None or not other.anti_topology_key or t.status not in ACTIVE_USED or t.uid == task.uid:
+            if other is None or not other.anti_topology_key or t.status not in ACTIVE_USED or t.uid == task.uid \
+                    or t.namespace != task.namespace:
                 continue
             value = n.labels.get(other.anti_topology_key)
             if value is not None and _matches(task.labels, other.labels):
@@ -129,14 +132,16 @@ def pod_affinity_fits(cluster: ClusterInfo, task: Task, node: Node,
     """Required affinity: some matching pod in the node's `topologyKey` domain (or none anywhere
     and the pod matches itself, as Kubernetes allows); anti-affinity: none in its domain; and no
     placed pod's required anti-affinity keeps the pod out of the node's domain (`repellers`,
-    given as `found` where the caller gathered them for many nodes)."""
+    given as `found` where the caller gathered them for many nodes). The pod's terms name no
+    namespaces, so they match pods of its own namespace only, as Kubernetes reads them."""
     if repelled(node, repellers(cluster, task) if found is None else found):
         return False
     aff = task.pod_affinity
     if aff is None:
         return True
     matching = [(n, t) for n in cluster.nodes.values() for t in n.tasks.values()
-                if t.status in ACTIVE_USED and t.uid != task.uid and _matches(t.labels, aff.labels)]
+                if t.status in ACTIVE_USED and t.uid != task.uid and t.namespace == task.namespace
+                and _matches(t.labels, aff.labels)]
     if aff.topology_key:
         domain = node.labels.get(aff.topology_key)
         if domain is None:

@@ -87,15 +87,23 @@ def test_taints_and_tolerations(note: str, taints: tuple[Taint, ...], toleration
     assert untolerated_taint(task(tolerations=tolerations), node(taints=taints)) == refusal, note
 
 
-def _placed_node(nodes: list[str], running_affinity: dict[str, Any] | None, pending_labels: dict[str, str]) -> str | None:
+def _placed_node(nodes: list[str], running_affinity: dict[str, Any] | None, pending_labels: dict[str, str],
+                 namespaces: tuple[str, str] = ("default", "default"), running_labels: dict[str, str] | None = None,
+                 pending_affinity: dict[str, Any] | None = None) -> str | None:
     """Where one allocate cycle binds a pending pod labelled `pending_labels`, with a pod running
-    on n0 that carries `running_affinity` (nodes by name; n0 packs best: it holds a pod already)."""
+    on n0 that carries `running_affinity` (nodes by name; n0 packs best: it holds a pod already);
+    `namespaces`: the running pod's job's and the pending pod's job's."""
     running: dict[str, Any] = {"state": "Running", "node": "n0"}
     if running_affinity is not None:
         running["podAffinity"] = running_affinity
+    if running_labels is not None:
+        running["labels"] = running_labels
+    pending: dict[str, Any] = {"state": "Pending", "labels": pending_labels}
+    if pending_affinity is not None:
+        pending["podAffinity"] = pending_affinity
     scn = scenario([node_doc(name, labels={"kai.scheduler/type": name, "zone": "z"}) for name in nodes],
-                   [job_doc("old", tasks=[running]),
-                    job_doc("new", tasks=[{"state": "Pending", "labels": pending_labels}])])
+                   [job_doc("old", tasks=[running], namespace=namespaces[0]),
+                    job_doc("new", tasks=[pending], namespace=namespaces[1])])
     result = run_cycle(scn.snapshot(), SchedulerConfig(), default_bundle())
     return next((b.node for b in result.session.binds if b.task.startswith("new")), None)
 
@@ -111,3 +119,21 @@ def test_a_placed_pods_anti_affinity_keeps_a_matching_pod_out_of_its_domain() ->
     assert _placed_node(["n0"], anti, {"app": "b"}) is None                 # nowhere else to go
     wide = {"labels": {"app": "b"}, "antiTopologyKey": "zone"}               # both nodes in zone z
     assert _placed_node(["n0", "n1"], wide, {"app": "b"}) is None
+
+
+def test_pod_affinity_terms_select_pods_of_their_own_namespace_only() -> None:
+    """A term that names no namespaces selects pods of its own pod's namespace, as Kubernetes
+    reads it, for a placed pod's anti-affinity and for the incoming pod's own terms alike (the
+    reference's Go decides each case so; before, pods of every namespace matched)."""
+    anti = {"labels": {"app": "b"}, "antiTopologyKey": "kai.scheduler/type"}
+    apart, together = ("team-a", "default"), ("team-a", "team-a")
+    # a placed pod's anti-affinity
+    assert _placed_node(["n0", "n1"], anti, {"app": "b"}, apart) == "n0"
+    assert _placed_node(["n0", "n1"], anti, {"app": "b"}, together) == "n1"
+    # the incoming pod's own anti-affinity
+    assert _placed_node(["n0", "n1"], None, {"app": "b"}, apart, {"app": "b"}, anti) == "n0"
+    assert _placed_node(["n0", "n1"], None, {"app": "b"}, together, {"app": "b"}, anti) == "n1"
+    # its affinity: only a pod of its namespace draws it (it does not match its own selector)
+    near_db = {"labels": {"app": "db"}, "topologyKey": "kai.scheduler/type"}
+    assert _placed_node(["n0", "n1"], None, {"app": "web"}, together, {"app": "db"}, near_db) == "n0"
+    assert _placed_node(["n0", "n1"], None, {"app": "web"}, apart, {"app": "db"}, near_db) is None
