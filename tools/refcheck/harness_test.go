@@ -415,7 +415,8 @@ func testNodes(s *Scenario) map[string]nodes_fake.TestNodeBasic {
 			Labels:          n.Labels,
 			MigStrategy:     node_info.MigStrategy(n.MigStrategy),
 		}
-		if n.MaxPods != nil && *n.MaxPods != 110 {
+		if n.MaxPods != nil && *n.MaxPods != 110 && !prodNodePods() {
+			// the fixture's own maxPods path (HARNESS_NODE_PODS=0); see setNodePods for the default
 			mp := *n.MaxPods
 			tn.MaxTaskNum = &mp
 		}
@@ -565,6 +566,41 @@ func prodSnapshotSignatures() bool { return !envOff("HARNESS_SNAP_SIG") }
 func noFakeStart() bool   { return !envOff("HARNESS_NO_FAKE_START") }
 func scenarioClock() bool { return !envOff("HARNESS_SCENARIO_CLOCK") }
 
+func prodNodePods() bool { return !envOff("HARNESS_NODE_PODS") }
+
+// setNodePods gives a node with maxPods the pod slots production gives it (HARNESS_NODE_PODS, on
+// by default). The fixture builds every node with allocatable pods 110 and lets NewNodeInfo and
+// AddTask account its pods as production does: Idle = 110 - the pods that are not Pipelined,
+// Releasing = Releasing pods - Pipelined pods (node_info.go addTaskResources). Its maxPods path
+// (nodes_fake/nodes.go BuildNodesInfoMap, TestNodeBasic.MaxTaskNum) then overwrites Idle with
+// maxPods - Used, and Used counts the Pipelined pods too, so each Pipelined pod is taken off
+// twice (once from Releasing, once from Idle) and Idle is clamped at 0. In production the
+// node's status.allocatable carries maxPods and NewNodeInfo (resource_info.go
+// ResourceFromResourceList) starts Idle and Allocatable there, and each pod is taken off once.
+// The accounting is plain addition, so the production node is the fixture's 110-pod node with
+// Allocatable and Idle (scalar and vector) moved by maxPods - 110; the v1.Node's allocatable
+// and capacity and MaxTaskNum (node_info.go NewNodeInfo) are set to maxPods as well.
+func setNodePods(ni *node_info.NodeInfo, maxPods int, vectorMap *resource_info.ResourceVectorMap) {
+	pods := v1.ResourcePods
+	delta := float64(maxPods) - ni.Allocatable.Get(pods)
+	set := func(r *resource_info.Resource, v float64) {
+		if v == 0 {
+			delete(r.ScalarResources(), pods)
+		} else {
+			r.ScalarResources()[pods] = int64(v)
+		}
+	}
+	set(ni.Allocatable, ni.Allocatable.Get(pods)+delta)
+	set(ni.Idle, ni.Idle.Get(pods)+delta)
+	idx := vectorMap.GetIndex(string(pods))
+	ni.AllocatableVector.Set(idx, ni.AllocatableVector.Get(idx)+delta)
+	ni.IdleVector.Set(idx, ni.IdleVector.Get(idx)+delta)
+	q := *resource.NewQuantity(int64(maxPods), resource.DecimalSI)
+	ni.Node.Status.Allocatable[pods] = q
+	ni.Node.Status.Capacity[pods] = q
+	ni.MaxTaskNum = maxPods
+}
+
 type jobClock struct {
 	lastStart *time.Time
 	staleAt   *time.Time
@@ -681,6 +717,9 @@ func buildSession(s *Scenario, controller *Controller, rec *recorder, clocks map
 	clusterPodAffinityInfo := cache.NewK8sClusterPodAffinityInfo()
 	nodesInfoMap := nodes_fake.BuildNodesInfoMap(testNodes(s), tasksToNodeMap, clusterPodAffinityInfo, vectorMap)
 	for _, n := range s.Nodes {
+		if n.MaxPods != nil && *n.MaxPods != 110 && prodNodePods() {
+			setNodePods(nodesInfoMap[n.Name], *n.MaxPods, vectorMap)
+		}
 		if n.Unschedulable {
 			nodesInfoMap[n.Name].Node.Spec.Unschedulable = true
 		}
