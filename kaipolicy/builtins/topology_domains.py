@@ -175,9 +175,10 @@ def _multiples(need: float, have: float) -> int:
 
 
 def node_accommodation(node: Node, unit: Request) -> int:
-    """How many copies of `unit` the node's idle plus releasing resources take at once."""
+    """How many copies of `unit` the node's idle plus releasing resources take at once, each
+    taking a pod slot as well (the reference's test pods ask one pod each)."""
     free = node.non_allocated()
-    bounds: list[int] = []
+    bounds: list[int] = [_multiples(1.0, free.pods)]
     if unit.cpu > 0:
         bounds.append(_multiples(unit.cpu, free.cpu))
     if unit.memory > 0:
@@ -191,7 +192,7 @@ def node_accommodation(node: Node, unit: Request) -> int:
             return 0
         groups = sum(1 for g in node.shared_used if node.fits_on_group(unit, g))
         bounds.append((math.floor(free.gpus + 1e-9) + groups) // max(unit.count, 1))
-    return min(bounds) if bounds else 0
+    return min(bounds)
 
 
 def count_allocatable(domain: Domain, unit: Request, n_tasks: int) -> int:

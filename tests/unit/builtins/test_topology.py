@@ -226,3 +226,26 @@ def test_mixed_tasks_are_fitted_by_their_summed_request() -> None:
 def test_node_accommodation(request_: Request, expected: int) -> None:
     cluster = _cluster([_node("n0", 4, "z", "r1")], [])
     assert node_accommodation(cluster.nodes["n0"], request_) == expected
+
+
+def test_node_accommodation_is_bounded_by_the_free_pod_slots() -> None:
+    # each copy takes a pod slot, as the reference's test pods each ask one pod: a node with four
+    # free GPUs and one free slot takes one 1-GPU pod, not four
+    slots = _node("n0", 4, "z", "r1")
+    slots["maxPods"] = 2
+    cluster = _cluster([slots], [_job("cpu", [{"state": "Running", "node": "n0"}], gpus=0)])
+    assert node_accommodation(cluster.nodes["n0"], Request.build(cpu=1000, memory=0, gpus=1)) == 1
+
+
+def test_a_rack_without_pod_slots_for_the_gang_is_reported_as_the_reference_reports_it() -> None:
+    # two 1-GPU pods bound to one rack whose only node has GPUs for four but one free pod slot:
+    # the rack cannot hold them (the reference's Go says the same, word for word), rather than a
+    # gang placement failing on the slots
+    slots = _node("n0", 4, "z", "r1")
+    slots["maxPods"] = 2
+    ssn = _session(_cluster([slots], [_job("cpu", [{"state": "Running", "node": "n0"}], gpus=0),
+                                      _job("j", _pending(2), topologyConstraint=REQUIRED_RACK)]))
+    assert _subset_root(ssn, "j") == []
+    assert ssn.cluster.jobs["j"].fit_errors == [
+        ("topology topo, requirement rack couldn't be satisfied for job <default/j>: "
+         "not enough resources in z.r1 to allocate the job")]
