@@ -3,7 +3,9 @@ pod (anti-)affinity. Selector, affinity and taint matching follow Kubernetes' ow
 
 from __future__ import annotations
 
-from kaipolicy.api.node import Node, Taint
+from collections.abc import Iterator
+
+from kaipolicy.api.node import Node, PodOnNode, Taint
 from kaipolicy.api.resources import RequestType
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.api.task import ACTIVE_USED, AffinityTerm, Requirement, Task, Toleration
@@ -101,6 +103,16 @@ def holds_anti_affinity(cluster: ClusterInfo) -> bool:
 Repeller = tuple[str, str]   # a node-label key and its value: one domain
 
 
+def _neighbours(cluster: ClusterInfo, task: Task) -> Iterator[tuple[Node, PodOnNode]]:
+    """Every other pod in use, with its node, that a term of `task` or a term about it can
+    select: terms name no namespaces, so only pods of the task's own namespace (Kubernetes'
+    reading of such a term)."""
+    for n in cluster.nodes.values():
+        for t in n.tasks.values():
+            if t.status in ACTIVE_USED and t.uid != task.uid and t.namespace == task.namespace:
+                yield n, t
+
+
 def repellers(cluster: ClusterInfo, task: Task) -> list[Repeller]:
     """The domains placed pods' required anti-affinity keeps `task` out of: (topology key, value)
     for each pod in use on a node with that key, in the task's namespace, whose selector matches
@@ -111,15 +123,13 @@ def repellers(cluster: ClusterInfo, task: Task) -> list[Repeller]:
     if not holds_anti_affinity(cluster):
         return []
     out: list[Repeller] = []
-    for n in cluster.nodes.values():
-        for t in n.tasks.values():
-            other = t.pod_affinity
-            if other is None or not other.anti_topology_key or t.status not in ACTIVE_USED or t.uid == task.uid \
-                    or t.namespace != task.namespace:
-                continue
-            value = n.labels.get(other.anti_topology_key)
-            if value is not None and _matches(task.labels, other.labels):
-                out.append((other.anti_topology_key, value))
+    for n, t in _neighbours(cluster, task):
+        other = t.pod_affinity
+        if other is None or not other.anti_topology_key:
+            continue
+        value = n.labels.get(other.anti_topology_key)
+        if value is not None and _matches(task.labels, other.labels):
+            out.append((other.anti_topology_key, value))
     return out
 
 
@@ -139,9 +149,7 @@ def pod_affinity_fits(cluster: ClusterInfo, task: Task, node: Node,
     aff = task.pod_affinity
     if aff is None:
         return True
-    matching = [(n, t) for n in cluster.nodes.values() for t in n.tasks.values()
-                if t.status in ACTIVE_USED and t.uid != task.uid and t.namespace == task.namespace
-                and _matches(t.labels, aff.labels)]
+    matching = [(n, t) for n, t in _neighbours(cluster, task) if _matches(t.labels, aff.labels)]
     if aff.topology_key:
         domain = node.labels.get(aff.topology_key)
         if domain is None:
