@@ -139,11 +139,16 @@ def repelled(node: Node, found: list[Repeller]) -> bool:
 
 def pod_affinity_fits(cluster: ClusterInfo, task: Task, node: Node,
                       found: list[Repeller] | None = None) -> bool:
-    """Required affinity: some matching pod in the node's `topologyKey` domain (or none anywhere
-    and the pod matches itself, as Kubernetes allows); anti-affinity: none in its domain; and no
-    placed pod's required anti-affinity keeps the pod out of the node's domain (`repellers`,
-    given as `found` where the caller gathered them for many nodes). The pod's terms name no
-    namespaces, so they match pods of its own namespace only, as Kubernetes reads them."""
+    """Required affinity: some matching pod in the node's `topologyKey` domain (or none in any
+    domain of that key and the pod matches itself, as Kubernetes allows); anti-affinity: none in
+    its domain; and no placed pod's required anti-affinity keeps the pod out of the node's domain
+    (`repellers`, given as `found` where the caller gathered them for many nodes). The pod's terms
+    name no namespaces, so they match pods of its own namespace only, as Kubernetes reads them.
+
+    Kubernetes counts a matching pod by the domain of its node, and a node without the key is in
+    no domain: a pod matching there neither draws the incoming pod nor stops it from being the
+    first of its kind (the reference's Go then binds a pod matching its own term to a node with
+    the key)."""
     if repelled(node, repellers(cluster, task) if found is None else found):
         return False
     aff = task.pod_affinity
@@ -154,8 +159,8 @@ def pod_affinity_fits(cluster: ClusterInfo, task: Task, node: Node,
         domain = node.labels.get(aff.topology_key)
         if domain is None:
             return False
-        here = any(n.labels.get(aff.topology_key) == domain for n, _ in matching)
-        if not here and not (not matching and _matches(task.labels, aff.labels)):
+        domains = {n.labels[aff.topology_key] for n, _ in matching if aff.topology_key in n.labels}
+        if domain not in domains and not (not domains and _matches(task.labels, aff.labels)):
             return False
     if aff.anti_topology_key:
         domain = node.labels.get(aff.anti_topology_key)

@@ -137,3 +137,33 @@ def test_pod_affinity_terms_select_pods_of_their_own_namespace_only() -> None:
     near_db = {"labels": {"app": "db"}, "topologyKey": "kai.scheduler/type"}
     assert _placed_node(["n0", "n1"], None, {"app": "web"}, together, {"app": "db"}, near_db) == "n0"
     assert _placed_node(["n0", "n1"], None, {"app": "web"}, apart, {"app": "db"}, near_db) is None
+
+
+def _placed_beside(running_node_labels: dict[str, str], pending_labels: dict[str, str],
+                   running_gpus: int = 1) -> str | None:
+    """Where one allocate cycle binds a pending pod labelled `pending_labels` whose required
+    affinity draws it to pods labelled app=cache in the same zone, with the only such pod running
+    on n1 (labelled `running_node_labels`, `running_gpus` of its 4 GPUs taken); n0 is in zone z0."""
+    pending = {"state": "Pending", "labels": pending_labels,
+               "podAffinity": {"labels": {"app": "cache"}, "topologyKey": "zone"}}
+    running = {"state": "Running", "node": "n1", "labels": {"app": "cache"}}
+    scn = scenario([node_doc("n0", labels={"zone": "z0"}), node_doc("n1", labels=running_node_labels)],
+                   [job_doc("old", tasks=[running], perTask={"gpus": running_gpus, "cpuMillis": 1000,
+                                                              "memoryBytes": 10**9}),
+                    job_doc("new", tasks=[pending])])
+    result = run_cycle(scn.snapshot(), SchedulerConfig(), default_bundle())
+    return next((b.node for b in result.session.binds if b.task.startswith("new")), None)
+
+
+def test_a_matching_pod_on_a_node_without_the_topology_key_is_in_no_domain() -> None:
+    """Kubernetes counts the pods a required affinity term matches by the domain of their node; a
+    node without the term's key is in none. So a pod that matches its own term and whose only
+    match runs on such a node is the first of its kind and may go to any node with the key (the
+    reference's Go binds it to n0; kaipolicy had counted the match and left it pending)."""
+    assert _placed_beside({}, {"app": "cache"}) == "n0"
+    # a pod that does not match its own term has no such escape: no domain holds a match
+    assert _placed_beside({}, {"app": "web"}) is None
+    # a match on a node with the key holds the pod to that zone, even when the zone is full
+    assert _placed_beside({"zone": "z1"}, {"app": "cache"}) == "n1"
+    assert _placed_beside({"zone": "z1"}, {"app": "cache"}, running_gpus=4) is None
+
