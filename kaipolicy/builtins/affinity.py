@@ -104,19 +104,22 @@ Repeller = tuple[str, str]   # a node-label key and its value: one domain
 
 
 def _neighbours(cluster: ClusterInfo, task: Task) -> Iterator[tuple[Node, PodOnNode]]:
-    """Every other pod in use, with its node, that a term of `task` or a term about it can
-    select: terms name no namespaces, so only pods of the task's own namespace (Kubernetes'
-    reading of such a term)."""
+    """Every pod in use, with its node, that a term of `task` or a term about it can select:
+    terms name no namespaces, so only pods of the task's own namespace (Kubernetes' reading of
+    such a term). The task's own listing counts too: an evicted pod being placed again is still
+    listed, Releasing, on the node it leaves, and the reference's filter sees that copy like any
+    other pod (so a pod whose anti-affinity selects its own labels cannot move within the domain
+    it leaves: the reference's Go keeps it there, and consolidation then makes no room)."""
     for n in cluster.nodes.values():
         for t in n.tasks.values():
-            if t.status in ACTIVE_USED and t.uid != task.uid and t.namespace == task.namespace:
+            if t.status in ACTIVE_USED and t.namespace == task.namespace:
                 yield n, t
 
 
 def repellers(cluster: ClusterInfo, task: Task) -> list[Repeller]:
     """The domains placed pods' required anti-affinity keeps `task` out of: (topology key, value)
     for each pod in use on a node with that key, in the task's namespace, whose selector matches
-    the task's labels (the pod itself excepted, wherever it is listed). Kubernetes' inter-pod
+    the task's labels (the task's own listing too, see _neighbours). Kubernetes' inter-pod
     affinity filter rejects a node in such a domain, so the check is symmetric: found by the
     reference's Go on random clusters (`generate.scenario` seeds 521 and 565). A term names no
     namespaces, so it selects pods of its own pod's namespace only, as Kubernetes reads it."""
