@@ -433,3 +433,176 @@ def _openb_rows() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
         from bench import openb
         _OPENB = openb.read_csv("openb_node_list_all_node.csv"), openb.read_csv("openb_pod_list_default.csv")
     return _OPENB
+
+
+_HOST = "kubernetes.io/hostname"
+
+
+def _holders(doc: dict[str, Any]) -> dict[str, int]:
+    """How many pods hold each node (the states that take a pod slot)."""
+    held = {n["name"]: 0 for n in doc["nodes"]}
+    for job in doc["jobs"]:
+        for task in job["tasks"]:
+            if task.get("node") and task["state"] in ("Running", "Releasing", "Pipelined", "Binding", "Bound",
+                                                      "Allocated"):
+                held[task["node"]] += 1
+    return held
+
+
+def namespaced_affinity(seed: int) -> dict[str, Any]:
+    """`busy_three_levels(seed)` with its jobs in two or three namespaces and pod affinity on both
+    sides: nodes labelled with hostname, rack and zone (now and then one without rack and zone);
+    running pods labelled from a small vocabulary (app, and sometimes tier), some of them carrying
+    required affinity or anti-affinity themselves (placed pods that repel incoming pods of their
+    namespace, and victims or consolidation's moved pods whose own terms hold when placed back);
+    pending jobs whose required affinity, anti-affinity or both (one selector, keys of hostname,
+    rack or zone) match running pods of their own namespace and of others, gangs that attract or
+    spread themselves, and pending pods that only carry labels a placed pod's anti-affinity
+    selects. Terms name no namespaces, so each selects pods of its own pod's namespace only."""
+    doc = busy_three_levels(seed)
+    r = random.Random(seed * 49979687 + 13)
+    doc["name"] = f"namespaced affinity seed {seed}"
+    zones = r.choice((1, 2, 2, 3))
+    for i, node in enumerate(doc["nodes"]):
+        zone = f"z{i % zones}"
+        node["labels"] = {_HOST: node["name"], "zone": zone, "rack": f"{zone}-r{(i // zones) % 2}"}
+    if r.random() < 0.2:
+        node = r.choice(doc["nodes"])
+        node["labels"] = {_HOST: node["name"]}
+    namespaces = ["default", "team-a", "team-b"][:r.choice((2, 3))]
+    home = {q["name"]: r.choice(namespaces) for q in doc["queues"]}
+    for job in doc["jobs"]:
+        ns = home[job["queue"]] if r.random() < 0.6 else r.choice(namespaces)
+        if ns != "default" or r.random() < 0.5:
+            job["namespace"] = ns
+    apps, tiers = ("web", "db", "cache"), ("front", "back")
+    keys = (_HOST, _HOST, "rack", "rack", "zone")
+
+    def labels() -> dict[str, str]:
+        out = {"app": r.choice(apps)}
+        if r.random() < 0.3:
+            out["tier"] = r.choice(tiers)
+        return out
+
+    def selector(own: dict[str, str]) -> dict[str, str]:
+        roll = r.random()
+        if roll < 0.25:
+            return dict(own)                                  # its own gang's pods (or itself)
+        out = {"app": r.choice(apps)}
+        if roll > 0.85:
+            out["tier"] = r.choice(tiers)
+        return out
+
+    def terms(own: dict[str, str], anti_bias: float) -> dict[str, Any]:
+        aff: dict[str, Any] = {"labels": selector(own)}
+        roll = r.random()
+        if roll < anti_bias:
+            aff["antiTopologyKey"] = r.choice(keys)
+        elif roll < 0.8:
+            aff["topologyKey"] = r.choice(keys)
+        else:
+            # attract in a wide domain, spread in a narrow one (the same selector)
+            aff["topologyKey"] = r.choice(("rack", "zone"))
+            aff["antiTopologyKey"] = _HOST
+        return aff
+
+    for job in doc["jobs"]:
+        placed = any(t["state"] != "Pending" for t in job["tasks"])
+        if placed and r.random() < 0.7:
+            same = labels()
+            tasks = []
+            for t in job["tasks"]:
+                t = dict(t, labels=same if r.random() < 0.8 else labels())
+                if r.random() < 0.15:
+                    t["podAffinity"] = terms(t["labels"], 0.6)
+                tasks.append(t)
+            job["tasks"] = tasks
+        elif not placed:
+            roll = r.random()
+            own = {"app": f"{job['name']}"} if r.random() < 0.3 else labels()
+            if roll < 0.6:
+                aff = terms(own, 0.45)
+                job["tasks"] = [dict(t, labels=dict(own), podAffinity=aff) for t in job["tasks"]]
+            elif roll < 0.85:
+                job["tasks"] = [dict(t, labels=dict(own)) for t in job["tasks"]]
+    if r.random() < 0.3:
+        doc["topologies"] = [{"name": "dc", "levels": ["zone", "rack"]}]
+        for job in doc["jobs"]:
+            if all(t["state"] == "Pending" for t in job["tasks"]) and len(job["tasks"]) > 1 and r.random() < 0.5:
+                level = r.choice(("zone", "rack"))
+                job["topologyConstraint"] = {"topology": "dc",
+                                             ("requiredLevel" if r.random() < 0.5 else "preferredLevel"): level}
+    return doc
+
+
+def slots_in_domains(seed: int) -> dict[str, Any]:
+    """`topology_three_levels(seed)` with few pod slots: each node's maxPods is 0, 1, 2, 3 or 5
+    (or what its running pods hold, and up to two more, when they hold more; now and then a third of
+    the running GPU jobs gone), so that nodes inside a rack or zone
+    have GPUs free but no free slot; running CPU-only pods (preemptible or not, of any leaf) that
+    take slots, so that victims free slots rather than GPUs; pending CPU-only jobs that take slots
+    before the gangs; and pending gangs of whole GPUs or fractions (a new shared GPU takes two
+    slots) that must or would rather land in one zone, rack or (with a hostname level) node."""
+    doc = topology_three_levels(seed)
+    r = random.Random(seed * 67867967 + 17)
+    doc["name"] = f"slots in domains seed {seed}"
+    leaves = sorted({j["queue"] for j in doc["jobs"]})
+    hostname_level = r.random() < 0.3
+    if hostname_level:
+        doc["topologies"] = [{"name": "dc", "levels": ["zone", "rack", _HOST]}]
+        for node in doc["nodes"]:
+            node["labels"][_HOST] = node["name"]
+    if r.random() < 0.5:
+        # leave GPUs free: a third of the running GPU jobs gone
+        gpu_jobs = [j for j in doc["jobs"] if any(t["state"] != "Pending" for t in j["tasks"])
+                    and (j["perTask"].get("gpus") or j["perTask"].get("gpuMemoryMiB"))]
+        gone = {j["name"] for j in r.sample(gpu_jobs, len(gpu_jobs) // 3)}
+        doc["jobs"] = [j for j in doc["jobs"] if j["name"] not in gone]
+    held = _holders(doc)
+    small = {"cpuMillis": 100, "memoryBytes": 2**28}
+    fillers: dict[str, list[str]] = {}
+    for node in doc["nodes"]:
+        cap = r.choice((0, 1, 2, 3, 5))
+        if held[node["name"]] > cap:
+            node["maxPods"] = held[node["name"]] + r.choice((0, 0, 1, 2))
+        else:
+            node["maxPods"] = cap
+        room = node["maxPods"] - held[node["name"]]
+        for _ in range(room):
+            if r.random() < 0.4:
+                fillers.setdefault(node["name"], []).append(node["name"])
+    placed = [n for names in fillers.values() for n in names]
+    r.shuffle(placed)
+    j = 0
+    while placed:
+        size = min(len(placed), r.choice((1, 1, 2, 3)))
+        tasks = [{"state": "Running", "node": n} for n in placed[:size]]
+        placed = placed[size:]
+        doc["jobs"].append({"name": f"slot{j}", "queue": r.choice(leaves), "priority": r.choice((50, 75, 100, 125)),
+                            "createdMinutesAgo": r.choice((10, 30)), "perTask": dict(small),
+                            "minAvailable": r.randint(1, size), "tasks": tasks})
+        j += 1
+    for j in range(r.choice((0, 1, 2, 3))):
+        size = r.randint(1, 4)
+        doc["jobs"].append({"name": f"eat{j}", "queue": r.choice(leaves), "priority": r.choice((75, 100, 125)),
+                            "createdMinutesAgo": r.choice((1, 2, 5)), "perTask": dict(small),
+                            "minAvailable": r.randint(1, size), "tasks": [{"state": "Pending"}] * size})
+    device = doc["nodes"][0]["gpuMemoryMiB"]
+    for j in range(r.randint(1, 3)):
+        size = r.randint(2, 4)
+        req: dict[str, Any] = {"cpuMillis": 2000, "memoryBytes": 8 * 2**30}
+        kind = r.choice(("whole", "whole", "fraction", "memory"))
+        if kind == "whole":
+            req["gpus"] = r.choice((1, 1, 2))
+        elif kind == "fraction":
+            req["gpus"] = r.choice((0.25, 0.5))
+        else:
+            req["gpuMemoryMiB"] = device // 2
+        level = r.choice(("zone", "rack", _HOST) if hostname_level else ("zone", "rack"))
+        doc["jobs"].append({"name": f"dom{j}", "queue": r.choice(leaves), "priority": r.choice((50, 75, 100, 125)),
+                            "createdMinutesAgo": r.choice((1, 2, 5)), "perTask": req,
+                            "minAvailable": size if r.random() < 0.8 else r.randint(1, size),
+                            "topologyConstraint": {"topology": "dc",
+                                                   ("requiredLevel" if r.random() < 0.6 else "preferredLevel"): level},
+                            "tasks": [{"state": "Pending"}] * size})
+    return doc
