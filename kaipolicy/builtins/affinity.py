@@ -4,11 +4,12 @@ pod (anti-)affinity. Selector, affinity and taint matching follow Kubernetes' ow
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from kaipolicy.api.node import Node, PodOnNode, Taint
 from kaipolicy.api.resources import RequestType
 from kaipolicy.api.snapshot import ClusterInfo
-from kaipolicy.api.task import ACTIVE_USED, AffinityTerm, Requirement, Task, Toleration
+from kaipolicy.api.task import ACTIVE_USED, AffinityTerm, PodAffinity, Requirement, Task, Toleration
 
 NODE_TYPE_LABEL = "kai.scheduler/type"
 
@@ -140,33 +141,67 @@ def repelled(node: Node, found: list[Repeller]) -> bool:
     return any(node.labels.get(key) == value for key, value in found)
 
 
-def pod_affinity_fits(cluster: ClusterInfo, task: Task, node: Node,
-                      found: list[Repeller] | None = None) -> bool:
-    """Required affinity: some matching pod in the node's `topologyKey` domain (or none in any
-    domain of that key and the pod matches itself, as Kubernetes allows); anti-affinity: none in
-    its domain; and no placed pod's required anti-affinity keeps the pod out of the node's domain
-    (`repellers`, given as `found` where the caller gathered them for many nodes). The pod's terms
-    name no namespaces, so they match pods of its own namespace only, as Kubernetes reads them.
+@dataclass(frozen=True, slots=True)
+class Neighbourhood:
+    """What the inter-pod affinity filter reads of the cluster for one pod, read once for every
+    node it is asked of: the domains placed pods' anti-affinity keeps it out of (`repellers`),
+    and for its own terms the domains of their keys that hold a matching pod.
 
     Kubernetes counts a matching pod by the domain of its node, and a node without the key is in
     no domain: a pod matching there neither draws the incoming pod nor stops it from being the
     first of its kind (the reference's Go then binds a pod matching its own term to a node with
     the key)."""
-    if repelled(node, repellers(cluster, task) if found is None else found):
-        return False
+
+    repellers: list[Repeller]
+    terms: PodAffinity | None
+    near: frozenset[str] = frozenset()     # values of the affinity's key whose domain holds a match
+    first_of_kind: bool = False            # no domain holds a match, and the pod matches its own term
+    apart: frozenset[str] = frozenset()    # values of the anti-affinity's key whose domain holds a match
+
+    @property
+    def unconstrained(self) -> bool:
+        return self.terms is None and not self.repellers
+
+    def admits(self, node: Node) -> bool:
+        if repelled(node, self.repellers):
+            return False
+        aff = self.terms
+        if aff is None:
+            return True
+        if aff.topology_key:
+            domain = node.labels.get(aff.topology_key)
+            if domain is None or not (domain in self.near or self.first_of_kind):
+                return False
+        if aff.anti_topology_key:
+            domain = node.labels.get(aff.anti_topology_key)
+            if domain is not None and domain in self.apart:
+                return False
+        return True
+
+
+def neighbourhood(cluster: ClusterInfo, task: Task) -> Neighbourhood:
+    """The task's Neighbourhood: its terms name no namespaces, so they match pods of its own
+    namespace only, as Kubernetes reads them."""
+    found = repellers(cluster, task)
     aff = task.pod_affinity
     if aff is None:
-        return True
-    matching = [(n, t) for n, t in _neighbours(cluster, task) if _matches(t.labels, aff.labels)]
-    if aff.topology_key:
-        domain = node.labels.get(aff.topology_key)
-        if domain is None:
-            return False
-        domains = {n.labels[aff.topology_key] for n, _ in matching if aff.topology_key in n.labels}
-        if domain not in domains and not (not domains and _matches(task.labels, aff.labels)):
-            return False
-    if aff.anti_topology_key:
-        domain = node.labels.get(aff.anti_topology_key)
-        if domain is not None and any(n.labels.get(aff.anti_topology_key) == domain for n, _ in matching):
-            return False
-    return True
+        return Neighbourhood(found, None)
+    key, anti = aff.topology_key, aff.anti_topology_key
+    near: set[str] = set()
+    apart: set[str] = set()
+    for n, t in _neighbours(cluster, task):
+        if _matches(t.labels, aff.labels):
+            if key and key in n.labels:
+                near.add(n.labels[key])
+            if anti and anti in n.labels:
+                apart.add(n.labels[anti])
+    return Neighbourhood(found, aff, frozenset(near), not near and _matches(task.labels, aff.labels),
+                         frozenset(apart))
+
+
+def pod_affinity_fits(cluster: ClusterInfo, task: Task, node: Node) -> bool:
+    """Required affinity: some matching pod in the node's `topologyKey` domain (or none in any
+    domain of that key and the pod matches itself, as Kubernetes allows); anti-affinity: none in
+    its domain; and no placed pod's required anti-affinity keeps the pod out of the node's domain.
+    For many nodes, read the task's `neighbourhood` once and ask it of each."""
+    return neighbourhood(cluster, task).admits(node)

@@ -198,11 +198,10 @@ def _pod_affinity(cluster: Session, task: Task, node: Node) -> bool:
 
 
 def _pod_affinity_vector(cluster: Session, task: Task, node: NodeVector) -> np.ndarray:
-    found = affinity.repellers(cluster.cluster, task)
-    if task.pod_affinity is None and not found:
+    near = affinity.neighbourhood(cluster.cluster, task)
+    if near.unconstrained:
         return np.ones(len(node), dtype=bool)
-    return np.fromiter((affinity.pod_affinity_fits(cluster.cluster, task, n, found) for n in node.nodes), dtype=bool,
-                       count=len(node))
+    return np.fromiter((near.admits(n) for n in node.nodes), dtype=bool, count=len(node))
 
 
 def _topology_score(cluster: Session, task: Task, job: Job, node: Node) -> float:
