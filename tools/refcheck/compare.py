@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, "/tmp/goref")
 from to_go import Unsupported, convert  # noqa: E402
 
-GO_BIN = "/tmp/goref/harness.test"
+GO_BIN = os.environ.get("GOREF_BIN", "/tmp/goref/harness.test")   # another build: a trial
 PY = os.environ.get("GOREF_PY", sys.executable)   # the Python that runs kaipolicy
 JOBS = int(os.environ.get("GOREF_PAR", "2"))
 

@@ -24,6 +24,16 @@ else
   git -C "$tmp/kai" archive "$COMMIT" | tar -x -C "$OUT/kai"
   rm -rf "$tmp"
 fi
+# One switch into the reference's node accounting, off unless GOREF_EXACT_MOVES=1 is in the
+# environment of a run (README, "Known drift in the reference"): a shared-GPU pod added again to
+# its node on another GPU group has the copy it replaces removed first, as a pod is removed.
+NODE_INFO="$OUT/kai/pkg/scheduler/api/node_info/node_info.go"
+perl -0pi -e 's/^import \(\n/import (\n\t"os"\n/m unless /^\t"os"$/m;
+  s/^(\t+)(if task\.IsSharedGPUAllocation\(\) && allowTaskToExistOnDifferentGPU \{\n)/$1$2$1\tif replaced, held := ni.PodInfos[key]; held && os.Getenv("GOREF_EXACT_MOVES") == "1" {\n$1\t\tif err := ni.RemoveTask(replaced); err != nil {\n$1\t\t\treturn err\n$1\t\t}\n$1\t}\n/m' "$NODE_INFO"
+if ! grep -q GOREF_EXACT_MOVES "$NODE_INFO"; then
+  echo "setup.sh: the GOREF_EXACT_MOVES switch found no place in $NODE_INFO" >&2
+  exit 1
+fi
 mkdir -p "$OUT/kai/pkg/scheduler/actions/zzharness"
 cp "$HERE/harness_test.go" "$OUT/kai/pkg/scheduler/actions/zzharness/"
 cp "$HERE"/*.py "$OUT/"
