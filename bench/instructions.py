@@ -94,7 +94,8 @@ def counted(args: argparse.Namespace, baseline: bool) -> tuple[int, dict[str, An
            "--inner", "baseline" if baseline else "cycle", "--shape", args.shape, "--step", str(args.step),
            "--offset", str(args.offset),
            "--actions", args.actions, *(a for spec in args.switch for a in ("--switch", spec))]
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    # the trace where this process found it: the inner run starts in a directory of its own
+    env = {**os.environ, "PYTHONHASHSEED": "0", "KAIPOLICY_OPENB": str(openb.TRACE.resolve())}
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, check=False)
     found = COLLECTED.findall(done.stderr)
