@@ -34,6 +34,37 @@ if ! grep -q GOREF_EXACT_MOVES "$NODE_INFO"; then
   echo "setup.sh: the GOREF_EXACT_MOVES switch found no place in $NODE_INFO" >&2
   exit 1
 fi
+# A second switch, off unless GOREF_EXACT_GUARDS=1: the checks that take a whole GPU off a node's
+# idle GPUs as a shared GPU fills, and give it back as it empties, compare the node's GPUs with
+# idle plus used, and used counts the whole GPUs of pipelined pods, which wait on releasing GPUs.
+# On a node holding such pods the giving back stops while the taking goes on, and each eviction
+# and roll-back of a fractional pod there costs an idle GPU. With the switch the checks leave
+# those GPUs out.
+SHARING_INFO="$OUT/kai/pkg/scheduler/api/node_info/gpu_sharing_node_info.go"
+perl -0pi -e 's/^import \(\n/import (\n\t"os"\n/m unless /^\t"os"$/m;
+  s/int\(ni\.Idle\.GPUs\(\)\)\+ni\.getNumberOfUsedGPUs\(\)/int(ni.Idle.GPUs())+ni.gorefGuardUsedGPUs()/g' "$SHARING_INFO"
+if [ "$(grep -c 'gorefGuardUsedGPUs()' "$SHARING_INFO")" != 4 ]; then
+  echo "setup.sh: the GOREF_EXACT_GUARDS switch did not find its four places in $SHARING_INFO" >&2
+  exit 1
+fi
+cat >> "$SHARING_INFO" <<'GO'
+
+// gorefGuardUsedGPUs is the used whole GPUs the idle-GPU checks compare with: with
+// GOREF_EXACT_GUARDS=1 (the refcheck harness's switch) less those of pipelined pods.
+func (ni *NodeInfo) gorefGuardUsedGPUs() int {
+	used := ni.getNumberOfUsedGPUs()
+	if os.Getenv("GOREF_EXACT_GUARDS") != "1" {
+		return used
+	}
+	waiting := 0.0
+	for _, pod := range ni.PodInfos {
+		if pod.Status == pod_status.Pipelined && !pod.IsSharedGPUAllocation() {
+			waiting += getAcceptedTaskResourceWithoutSharedGPU(pod).GPUs()
+		}
+	}
+	return used - int(waiting)
+}
+GO
 mkdir -p "$OUT/kai/pkg/scheduler/actions/zzharness"
 cp "$HERE/harness_test.go" "$OUT/kai/pkg/scheduler/actions/zzharness/"
 cp "$HERE"/*.py "$OUT/"
