@@ -67,6 +67,8 @@ func (ni *NodeInfo) gorefGuardUsedGPUs() int {
 GO
 mkdir -p "$OUT/kai/pkg/scheduler/actions/zzharness"
 cp "$HERE/harness_test.go" "$OUT/kai/pkg/scheduler/actions/zzharness/"
+# the reference's benchmark shapes with the actions alone timed (run with go test -bench ActionsAlone)
+cp "$HERE/actions_alone_test.go" "$OUT/kai/pkg/scheduler/actions/"
 cp "$HERE"/*.py "$OUT/"
 (cd "$OUT/kai" && GOFLAGS=-buildvcs=false go test -c -o ../harness.test ./pkg/scheduler/actions/zzharness/)
 echo "built $OUT/harness.test"
