@@ -88,16 +88,20 @@ def inner(args: argparse.Namespace, baseline: bool) -> dict[str, Any]:
     return out
 
 
+def inner_env() -> dict[str, str]:
+    """The inner run's environment: a fixed hash seed, and the trace where this process finds it
+    (the inner run starts in a directory of its own, where a relative path points nowhere)."""
+    return {**os.environ, "PYTHONHASHSEED": "0", "KAIPOLICY_OPENB": str(openb.TRACE.resolve())}
+
+
 def counted(args: argparse.Namespace, baseline: bool) -> tuple[int, dict[str, Any]]:
     """Run this script's inner part under callgrind: the instructions and what it printed."""
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, str(Path(__file__).resolve()),
            "--inner", "baseline" if baseline else "cycle", "--shape", args.shape, "--step", str(args.step),
            "--offset", str(args.offset),
            "--actions", args.actions, *(a for spec in args.switch for a in ("--switch", spec))]
-    # the trace where this process found it: the inner run starts in a directory of its own
-    env = {**os.environ, "PYTHONHASHSEED": "0", "KAIPOLICY_OPENB": str(openb.TRACE.resolve())}
     with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=inner_env(), cwd=tmp, check=False)
     found = COLLECTED.findall(done.stderr)
     if done.returncode != 0 or not found:
         raise SystemExit(f"callgrind run failed (exit {done.returncode}):\n{done.stderr[-2000:]}")

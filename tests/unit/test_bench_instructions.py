@@ -4,6 +4,8 @@ large shape (the part callgrind counts), and a wrong switch is refused before an
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,3 +43,15 @@ def test_a_switch_is_set_and_a_wrong_one_refused(instructions: Any, monkeypatch:
                   "kaipolicy.no_such_module.X=1"):
         with pytest.raises(SystemExit):
             instructions.switch(wrong)
+
+
+def test_the_inner_run_finds_the_trace_from_its_own_directory(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    # a relative KAIPOLICY_OPENB pointed nowhere from the inner run's temporary directory
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KAIPOLICY_OPENB", "trace")
+    monkeypatch.delitem(sys.modules, "openb", raising=False)   # it reads the trace's path on import
+    env = bench_module(monkeypatch, "instructions").inner_env()
+    assert env["KAIPOLICY_OPENB"] == str(trace.resolve()) and env["PYTHONHASHSEED"] == "0"
