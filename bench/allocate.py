@@ -20,6 +20,7 @@ import time
 import tracemalloc
 from typing import Any
 
+import machine
 import numpy as np
 
 from kaipolicy.cache.scenario_source import scenario_from_doc
@@ -111,7 +112,7 @@ def main() -> None:
     for s in a.shapes.split(","):
         n, j = (int(x) for x in s.split("x"))
         results.append(measure(bundle, n, j, a.repeat))
-    print(json.dumps({"benchmark": "allocate", "results": results}, indent=1))
+    print(json.dumps({"benchmark": "allocate", "machine": machine.describe(), "results": results}, indent=1))
 
 
 if __name__ == "__main__":

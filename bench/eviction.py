@@ -21,6 +21,8 @@ import statistics
 import time
 from typing import Any
 
+import machine
+
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.cli.bundle import load
 from kaipolicy.simulate import simulate
@@ -157,7 +159,7 @@ def main() -> None:
     for kind in ("preempt", "consolidation", "reference-preempt", "reference-consolidation"):
         rows += [measure(bundle, kind, int(n), args.repeat) for n in args.small.split(",") if n]
     rows += [measure(bundle, "reference-full-cycle", n, args.repeat) for n in (10, 50, 100)]
-    print(json.dumps({"benchmark": "eviction", "shapes": rows}, indent=2))
+    print(json.dumps({"benchmark": "eviction", "machine": machine.describe(), "shapes": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import time
 import tracemalloc
 from typing import Any
 
+import machine
+
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.cli.bundle import load
 from kaipolicy.cycle import paused_gc, release, run_cycle
@@ -138,7 +140,7 @@ def main() -> None:
     running = sum(len(j["tasks"]) for j in doc["jobs"] if j["tasks"][0]["state"] == "Running")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     e2e = median_ms["e2e_latency_milliseconds"] / 1000
-    print(json.dumps({"benchmark": "large", "nodes": a.nodes, "runningPods": running,
+    print(json.dumps({"benchmark": "large", "machine": machine.describe(), "nodes": a.nodes, "runningPods": running,
                       "pendingPods": a.pending, "jobs": len(doc["jobs"]), "repeat": a.repeat,
                       "buildScenarioSeconds": round(load_seconds, 2), "median": median_ms,
                       "binds": runs[-1]["binds"], "pipelined": runs[-1]["pipelined"],

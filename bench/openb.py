@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import machine
 import numpy as np
 
 from kaipolicy.builtins import fragmentation
@@ -268,7 +269,7 @@ def main() -> None:
     bundle = load(None)
     nodes = read_csv("openb_node_list_all_node.csv")
     pods = sorted(read_csv("openb_pod_list_default.csv"), key=lambda p: int(p["creation_time"]))
-    out: dict[str, Any] = {"benchmark": "openb", "allocate": []}
+    out: dict[str, Any] = {"benchmark": "openb", "machine": machine.describe(), "allocate": []}
     for pct in (int(p) for p in a.prefixes.split(",") if p):
         out["allocate"].append({"prefixPercent": pct, **measure(nodes, prefix(pods, pct), ["allocate"], bundle,
                                                                   a.repeat)})
