@@ -9,6 +9,7 @@
 package actions_test
 
 import (
+	"fmt"
 	"testing"
 
 	"go.uber.org/mock/gomock"
@@ -37,47 +38,41 @@ func timeActions(b *testing.B, topology test_utils.TestTopologyBasic, actions ..
 	}
 }
 
-func everyAction() []framework.Action {
-	return []framework.Action{allocate.New(), consolidation.New(), reclaim.New(), preempt.New(),
-		stalegangeviction.New()}
-}
-
-func BenchmarkActionsAloneAllocate10x50(b *testing.B) {
-	timeActions(b, createBenchmarkTopology(10, 50), allocate.New())
-}
-
-func BenchmarkActionsAloneAllocate50x200(b *testing.B) {
-	timeActions(b, createBenchmarkTopology(50, 200), allocate.New())
-}
-
-func BenchmarkActionsAloneAllocate100x500(b *testing.B) {
-	timeActions(b, createBenchmarkTopology(100, 500), allocate.New())
-}
-
-func BenchmarkActionsAlonePreempt10x50(b *testing.B) {
-	timeActions(b, createBenchmarkTopologyWithMixedJobs(10, 50), preempt.New())
-}
-
-func BenchmarkActionsAlonePreempt50x200(b *testing.B) {
-	timeActions(b, createBenchmarkTopologyWithMixedJobs(50, 200), preempt.New())
-}
-
-func BenchmarkActionsAloneConsolidation10x50(b *testing.B) {
-	timeActions(b, createBenchmarkTopologyWithMixedJobs(10, 50), consolidation.New())
-}
-
-func BenchmarkActionsAloneConsolidation50x200(b *testing.B) {
-	timeActions(b, createBenchmarkTopologyWithMixedJobs(50, 200), consolidation.New())
-}
-
-func BenchmarkActionsAloneFullCycle10x50(b *testing.B) {
-	timeActions(b, createBenchmarkTopologyWithMixedJobs(10, 50), everyAction()...)
-}
-
-func BenchmarkActionsAloneFullCycle50x200(b *testing.B) {
-	timeActions(b, createBenchmarkTopologyWithMixedJobs(50, 200), everyAction()...)
-}
-
-func BenchmarkActionsAloneFullCycle100x500(b *testing.B) {
-	timeActions(b, createBenchmarkTopologyWithMixedJobs(100, 500), everyAction()...)
+// BenchmarkActionsAlone times each action, and all five in turn, on the reference's shapes: its
+// allocate shape (every job pending) and its mixed one (half the jobs running).
+func BenchmarkActionsAlone(b *testing.B) {
+	allocateOnly := func() []framework.Action { return []framework.Action{allocate.New()} }
+	preemptOnly := func() []framework.Action { return []framework.Action{preempt.New()} }
+	consolidationOnly := func() []framework.Action { return []framework.Action{consolidation.New()} }
+	everyAction := func() []framework.Action {
+		return []framework.Action{allocate.New(), consolidation.New(), reclaim.New(), preempt.New(),
+			stalegangeviction.New()}
+	}
+	shapes := []struct {
+		name        string
+		nodes, jobs int
+		mixed       bool
+		actions     func() []framework.Action
+	}{
+		{"Allocate", 10, 50, false, allocateOnly},
+		{"Allocate", 50, 200, false, allocateOnly},
+		{"Allocate", 100, 500, false, allocateOnly},
+		{"Preempt", 10, 50, true, preemptOnly},
+		{"Preempt", 50, 200, true, preemptOnly},
+		{"Consolidation", 10, 50, true, consolidationOnly},
+		{"Consolidation", 50, 200, true, consolidationOnly},
+		{"FullCycle", 10, 50, true, everyAction},
+		{"FullCycle", 50, 200, true, everyAction},
+		{"FullCycle", 100, 500, true, everyAction},
+	}
+	for _, shape := range shapes {
+		b.Run(fmt.Sprintf("%s%dx%d", shape.name, shape.nodes, shape.jobs), func(b *testing.B) {
+			build := createBenchmarkTopology
+			if shape.mixed {
+				build = createBenchmarkTopologyWithMixedJobs
+			}
+			topology := build(shape.nodes, shape.jobs)
+			timeActions(b, topology, shape.actions()...)
+		})
+	}
 }
