@@ -33,6 +33,8 @@ class Problem(Exception):
 # ---------------------------------------------------------------- numbers
 def check_numbers(doc: Any) -> None:
     """Every number is finite and at most 2^53 in size (NaN, .inf and 400-digit integers are refused)."""
+    if _numbers_in_range(doc):
+        return
     stack: list[tuple[tuple[Any, ...], Any]] = [((), doc)]
     while stack:
         path, value = stack.pop()
@@ -51,6 +53,26 @@ def check_numbers(doc: Any) -> None:
                 shown = str(value) if abs(value) < 10**30 else f"a {len(str(abs(value)))}-digit number"
             raise Problem(render(doc, path), f"{shown} is out of range: numbers in a scenario are at most "
                                              f"2^53 ({MAX_NUMBER}) in size")
+
+
+def _numbers_in_range(doc: Any) -> bool:
+    """True when check_numbers surely passes: its walk without the key paths, which only the
+    message needs (False sends it to the walk that finds the first problem and names it)."""
+    stack = [doc]
+    pop, push_all = stack.pop, stack.extend
+    while stack:
+        value = pop()
+        kind = type(value)
+        if kind is dict:
+            push_all(value.values())
+        elif kind is list:
+            push_all(value)
+        elif kind is float or kind is int:
+            if not -MAX_NUMBER <= value <= MAX_NUMBER:   # (NaN compares false)
+                return False
+        elif kind is not str and kind is not bool and value is not None:
+            return False   # (a subclass or another type: the full walk decides)
+    return True
 
 
 # ---------------------------------------------------------------- references

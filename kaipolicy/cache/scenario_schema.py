@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any, cast
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
 
 from kaipolicy.cache.scenario_checks import NODE_HOLDING_STATES, Problem, check_numbers, check_references
 from kaipolicy.cache.scenario_paths import render, show
 from kaipolicy.errors import ScenarioError
 from kaipolicy.paths import data_dir
 
-__all__ = ["NODE_HOLDING_STATES", "SCHEMA_PATH", "load_schema", "validate_scenario"]
+__all__ = ["NODE_HOLDING_STATES", "SCHEMA_PATH", "load_schema", "schema_errors", "validate_scenario"]
 
 SCHEMA_PATH = data_dir("schemas") / "scenario.schema.json"
 _TYPE_WORDS = {
@@ -46,11 +48,89 @@ def load_schema() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def _validator() -> Draft202012Validator:
+def _validator() -> Validator:
     # The same schema with every `$ref` replaced by its target: jsonschema resolves a `$ref`
     # each time it meets one, which doubled the time to validate a 2 MB scenario.
     schema = load_schema()
-    return Draft202012Validator(_inline(schema, schema.get("$defs", {})))
+    return _CheckedOnce(_inline(schema, schema.get("$defs", {})))
+
+
+# ---------------------------------------------------------------- equal parts checked once
+# A large scenario repeats itself: 141,000 pods of 8,001 distinct shapes, a few queue names and
+# requests over and over. Whether a part of the document is valid against a subschema depends
+# only on the two (the scenario schema has no keyword that looks beyond the part: no
+# unevaluated*, no $dynamicRef), so a part equal to one already found valid against the same
+# subschema is not checked again. Invalid parts are always checked, so the errors, and the one
+# reported, are exactly those of the plain validator (test_scenario_schema compares them).
+
+#: The (subschema id, content key) pairs found valid in the document being checked.
+_FOUND_VALID: ContextVar[set[tuple[int, Any]] | None] = ContextVar("found_valid", default=None)
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _content_key(value: Any) -> Any:
+    """A key two parts share only when they are the same data with the same Python types (1,
+    1.0 and True differ): for a number, a text, null, or a mapping of text keys to those. None
+    for anything larger, which is checked part by part instead."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return (kind, value)
+    if kind is dict:
+        parts = []
+        for k, v in value.items():
+            if type(k) is not str or type(v) not in _SCALARS:
+                return None
+            parts.append((k, type(v), v))
+        return (dict, frozenset(parts))
+    return None
+
+
+def _descend_once(validator: Any, value: Any, subschema: Any, path: Any,
+                  schema_path: Any = None) -> Iterator[ValidationError]:
+    """validator.descend, unless `value` equals a part already found valid against `subschema`."""
+    found = _FOUND_VALID.get()
+    key = None
+    if found is not None:
+        content = _content_key(value)
+        if content is not None:
+            key = (id(subschema), content)
+            if key in found:
+                return
+    failed = False
+    for err in validator.descend(value, subschema, path=path, schema_path=schema_path):
+        failed = True
+        yield err
+    if found is not None and key is not None and not failed:
+        found.add(key)
+
+
+def _properties(validator: Any, properties: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """Draft 2020-12 `properties`, each value through _descend_once."""
+    if not validator.is_type(instance, "object"):
+        return
+    for name, subschema in properties.items():
+        if name in instance:
+            yield from _descend_once(validator, instance[name], subschema, name, name)
+
+
+_PLAIN_ITEMS = Draft202012Validator.VALIDATORS["items"]
+
+
+def _items(validator: Any, items: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """Draft 2020-12 `items`, each item through _descend_once (the plain keyword after
+    `prefixItems` or for `items: false`, which the scenario schema does not use)."""
+    if "prefixItems" in schema or not isinstance(items, dict):
+        yield from _PLAIN_ITEMS(validator, items, instance, schema)
+        return
+    if not validator.is_type(instance, "array"):
+        return
+    for index, item in enumerate(instance):
+        yield from _descend_once(validator, item, items, index)
+
+
+# (jsonschema's extend is untyped; it returns a validator class)
+_CheckedOnce = cast("type[Draft202012Validator]", validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {"properties": _properties, "items": _items}))
 
 
 def _inline(part: Any, defs: dict[str, Any]) -> Any:
@@ -75,13 +155,31 @@ def validate_scenario(doc: object, file: str) -> None:
         raise ScenarioError(file, "", f"expected a mapping at the top level, got {show(doc)}")
     try:
         check_numbers(doc)
-        errors = list(_validator().iter_errors(doc))
+        errors = schema_errors(doc)
         if errors:
             path, message = _describe(doc, _pick(doc, errors))
             raise ScenarioError(file, path, message)
         check_references(doc)
     except Problem as p:
         raise ScenarioError(file, p.path, p.message) from None
+
+
+def schema_errors(doc: Any, once: bool = True) -> list[ValidationError]:
+    """Every error of `doc` against the schema, as jsonschema yields them. `once=False` checks
+    every part of the document, even one equal to a part already found valid (the same errors,
+    slower; for the tests that compare the two)."""
+    if not once:
+        return list(_plain_validator().iter_errors(doc))
+    found = _FOUND_VALID.set(set())
+    try:
+        return list(_validator().iter_errors(doc))
+    finally:
+        _FOUND_VALID.reset(found)
+
+
+@lru_cache(maxsize=1)
+def _plain_validator() -> Validator:
+    return Draft202012Validator(_validator().schema)
 
 
 # ---------------------------------------------------------------- schema errors

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from kaipolicy.cache.scenario_schema import load_schema, validate_scenario
+from kaipolicy.cache.scenario_schema import load_schema, schema_errors, validate_scenario
 from kaipolicy.errors import InputError, ScenarioError
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared"
@@ -283,3 +285,109 @@ def test_the_document_is_not_modified() -> None:
     before = copy.deepcopy(doc)
     validate_scenario(doc, "base.yaml")
     assert doc == before
+
+
+# ---------------------------------------------------------------- equal parts checked once
+def replicated(copies: int) -> dict[str, Any]:
+    """The base scenario with its nodes and jobs repeated under new names: equal tasks, requests,
+    labels and queue names occur many times over, as in a large cluster."""
+    doc = base()
+    nodes, jobs = list(doc["nodes"]), list(doc["jobs"])
+    for c in range(1, copies):
+        doc["nodes"].extend(dict(copy.deepcopy(n), name=f"{n['name']}-{c}") for n in nodes)
+        for j in jobs:
+            twin = dict(copy.deepcopy(j), name=f"{j['name']}-{c}")
+            for t in twin["tasks"]:
+                if "name" in t:
+                    t["name"] = f"{t['name']}-{c}"
+            doc["jobs"].append(twin)
+    return doc
+
+
+def paths_in(value: Any, here: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [here]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found += paths_in(v, (*here, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found += paths_in(v, (*here, i))
+    return found
+
+
+ODD_VALUES: list[Any] = [-1, 0, 1, 1.0, 1.5, True, False, "x", "", None, [], ["a"], {}, {"bogus": 1}, 2**40,
+                         {"state": "Running"}, {"gpus": True}]
+
+
+def mutated(doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """`doc` with one to three random changes: a value replaced by an odd one, a key dropped, an
+    unknown key added, or a part copied over another."""
+    doc = copy.deepcopy(doc)
+    for _ in range(rng.randint(1, 3)):
+        paths = [p for p in paths_in(doc) if p]
+        path = rng.choice(paths)
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        move = rng.randrange(4)
+        if move == 0:
+            parent[path[-1]] = copy.deepcopy(rng.choice(ODD_VALUES))
+        elif move == 1 and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif move == 2 and isinstance(parent[path[-1]], dict):
+            parent[path[-1]]["unknownKey"] = 1
+        else:
+            parent[path[-1]] = copy.deepcopy(doc_at(doc, rng.choice(paths)))
+    return doc
+
+
+def doc_at(doc: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
+def errors_of(doc: Any, once: bool) -> list[tuple[Any, ...]]:
+    return [(list(e.absolute_path), list(e.absolute_schema_path), e.validator, e.message)
+            for e in schema_errors(doc, once=once)]
+
+
+def test_a_large_document_has_equal_parts_the_check_skips() -> None:
+    # what the rest of these tests rely on: the replicated document repeats its parts
+    doc = replicated(4)
+    tasks = [json.dumps(t, sort_keys=True) for j in doc["jobs"] for t in j["tasks"] if "name" not in t]
+    assert len(tasks) > len(set(tasks))
+    assert errors_of(doc, once=True) == errors_of(doc, once=False) == []
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_parts_checked_once_give_every_error_the_full_check_gives(seed: int) -> None:
+    rng = random.Random(seed)
+    doc = replicated(3)
+    failing = 0
+    for _ in range(60):
+        broken = mutated(doc, rng)
+        once = errors_of(broken, once=True)
+        assert once == errors_of(broken, once=False)
+        failing += bool(once)
+    assert failing > 20   # (the mutations do break documents)
+
+
+def test_a_request_asking_true_gpus_is_refused_after_an_equal_looking_one_of_1() -> None:
+    # True == 1 in Python: a check remembering parts by value alone would take the second for the first
+    doc = replicated(2)
+    doc["jobs"][0]["perTask"] = {"gpus": 1, "cpuMillis": 100}
+    doc["jobs"][2]["perTask"] = {"gpus": True, "cpuMillis": 100}
+    with pytest.raises(ScenarioError) as info:
+        validate_scenario(doc, "twins.yaml")
+    assert info.value.path == "jobs[running_job0-1].perTask.gpus"
+    assert "expected a number, got true" in str(info.value)
+
+
+def test_a_part_that_fails_is_checked_again_wherever_it_recurs() -> None:
+    doc = replicated(3)
+    for j in (0, 2, 4):   # running_job0 and its two copies: one broken request, three times over
+        doc["jobs"][j]["perTask"] = {"gpus": -1, "cpuMillis": 100}
+    errors = errors_of(doc, once=True)
+    assert errors == errors_of(doc, once=False)
+    assert [e[0] for e in errors] == [["jobs", j, "perTask", "gpus"] for j in (0, 2, 4)]

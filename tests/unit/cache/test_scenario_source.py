@@ -72,6 +72,17 @@ def test_tasks_written_with_an_alias_settle_each_on_their_own(tmp_path: Path) ->
     assert [t["state"] for t in scn.jobs[0]["tasks"]] == ["Running", "Pending"]
 
 
+def test_tasks_sharing_one_mapping_in_a_document_built_in_code_settle_each_on_their_own() -> None:
+    spec = {"state": "Pending"}
+    scn = scenario([node("n0")], [job("j0", minAvailable=1, tasks=[spec, spec])])
+    cluster = scn.snapshot()
+    cluster.jobs["j0"].tasks["j0-0"].status = Status.BINDING
+    cluster.jobs["j0"].tasks["j0-0"].node = "n0"
+    scn.settle(cluster)
+    assert [(t["state"], t.get("node")) for t in scn.jobs[0]["tasks"]] == [("Running", "n0"), ("Pending", None)]
+    assert spec == {"state": "Pending"}   # the caller's document is left as it was
+
+
 @pytest.mark.parametrize(("nodes", "running", "fragment"), [
     ([node("n0", cpuMillis=1000)], [{"perTask": {"gpus": 0, "cpuMillis": 800, "memoryBytes": 1}, "count": 2}],
      "cpuMillis 600 over"),
