@@ -100,7 +100,7 @@ def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True)
     if validate:
         validate_scenario(doc, file)
     scn = scenario_settings(doc, file)
-    scn.jobs = copy.deepcopy(doc.get("jobs") or [])
+    scn.jobs = _copied(doc.get("jobs") or [])
     for j in scn.jobs:
         if j.get("lastStartMinutesAgo") is not None:
             scn.last_start[j["name"]] = -60.0 * float(j["lastStartMinutesAgo"])
@@ -112,6 +112,24 @@ def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True)
     scn.warnings = scenario_warnings(doc) + _overcommitted(first)
     first.unlink()   # freed now, not left to the collector (see cycle.release)
     return scn
+
+
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+def _copied(value: Any) -> Any:
+    """A copy of parsed scenario data that settling may change: every mapping and list copied,
+    numbers and text shared, anything else deep-copied. Unlike copy.deepcopy it keeps no record
+    of what it copied (about twice as fast on a large scenario), so two places that held one
+    mapping get a copy each, which settling then changes one by one."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if kind is list:
+        return [_copied(v) for v in value]
+    if kind in _IMMUTABLE:
+        return value
+    return copy.deepcopy(value)
 
 
 def scenario_settings(doc: dict[str, Any], file: str = "<scenario>") -> Scenario:
