@@ -269,6 +269,28 @@ def _request(per_task: dict[str, Any], override: dict[str, Any] | None) -> Reque
                          devices=int(devices) if devices is not None else None, mig=r.get("mig"))
 
 
+#: Job requests read so far, by their spec's keys, values and the values' types (see _job_request).
+_JOB_REQUESTS: dict[frozenset[tuple[str, type, Any]], Request] = {}
+JOB_REQUESTS_KEPT = 4096
+
+
+def _job_request(per_task: dict[str, Any]) -> Request:
+    """_request of a job's `perTask` with no override, read once per distinct spec: a large
+    cluster's thousands of jobs ask a few dozen requests. Specs are told apart by their values'
+    types too (1 and 1.0 build requests that print otherwise); one holding a mapping (MIG
+    slices) is read every time."""
+    try:
+        key = frozenset((k, type(v), v) for k, v in per_task.items())
+        known = _JOB_REQUESTS.get(key)
+    except TypeError:   # (an unhashable value)
+        return _request(per_task, None)
+    if known is None:
+        if len(_JOB_REQUESTS) >= JOB_REQUESTS_KEPT:
+            _JOB_REQUESTS.clear()
+        known = _JOB_REQUESTS[key] = _request(per_task, None)
+    return known
+
+
 def _constraint(spec: dict[str, Any] | None) -> TopologyConstraint | None:
     if not spec or not spec.get("topology"):
         return None
@@ -308,9 +330,17 @@ def _sub_groups(spec: dict[str, Any], n_tasks: int) -> tuple[SubGroupSet, dict[s
 _STATUS = {s.value: s for s in Status}
 
 
+#: The keys of a pod spec that needs no more than its job gives (most pods of a large cluster).
+_PLAIN_TASK_KEYS = frozenset({"name", "state", "node"})
+
+
 def _task(job: dict[str, Any], index: int, spec: dict[str, Any], created: float, shared: Request) -> Task:
     name = spec.get("name") or f"{job['name']}-{index}"
     state = _STATUS.get(spec["state"]) or Status(spec["state"])
+    if spec.keys() <= _PLAIN_TASK_KEYS:
+        # what the full reading below gives such a pod, without asking for every other key
+        return Task(uid=name, name=name, namespace=job.get("namespace", "default"), job=job["name"],
+                    request=shared, status=state, node=spec.get("node", "") or "", created=created, order=index)
     aff = spec.get("podAffinity")
     labels = {str(k): str(v) for k, v in (spec.get("labels") or {}).items()}
     if spec.get("priority") is not None:
@@ -347,7 +377,7 @@ def job_model(spec: dict[str, Any], order: int, created: float, last_start: floa
         created=created, root=root, pod_sets=pod_sets, last_start=last_start,
         stale_since=stale_since, deleted=bool(spec.get("deleted", False)), order=order,
     )
-    shared = _request(spec.get("perTask") or {}, None)   # immutable: one object for the job's plain tasks
+    shared = _job_request(spec.get("perTask") or {})   # immutable: one object for the job's plain tasks
     for i, t in enumerate(tasks_spec):
         job.add_task(_task(spec, i, t, created, shared))
     return job

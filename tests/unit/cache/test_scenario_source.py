@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kaipolicy.api.task import Status
+from kaipolicy.api.resources import Request
+from kaipolicy.api.task import PodAffinity, Status, Task
 from kaipolicy.cache.scenario_source import load_scenario
 from kaipolicy.errors import ScenarioError
 from tests.unit.helpers import job, node, scenario
@@ -202,6 +204,46 @@ def test_a_pod_without_node_constraints_gets_the_same_fields_as_one_that_names_t
     assert len(task.tolerations) == len(constraints.get("tolerations", []))
     assert len(task.affinity_terms) == len(constraints.get("requiredNodeAffinity", []))
     assert isinstance(task.node_selector, tuple) and isinstance(task.tolerations, tuple)
+
+
+@pytest.mark.parametrize("spec", [
+    {"state": "Pending"},
+    {"state": "Running", "node": "n0"},
+    {"state": "Running", "node": "n0", "name": "mine"},
+])
+def test_a_pod_naming_only_its_state_node_and_name_is_read_as_one_naming_every_other_key_empty(
+        spec: dict[str, Any]) -> None:
+    # (such pods are read by a shorter path; the fields must be what the full reading gives)
+    empty = {"labels": {}, "gpuGroups": [], "nodeAffinity": [], "legacyMig": False, "nodeSelector": {},
+             "requiredNodeAffinity": [], "tolerations": [], "resources": {}}
+    short, full = (scenario([node("n0")], [job("j", minAvailable=1, tasks=[dict(s)])]).snapshot().jobs["j"]
+                   for s in (spec, {**spec, **empty}))
+    (a,), (b,) = short.tasks.values(), full.tasks.values()
+    assert [getattr(a, f.name) for f in dataclasses.fields(Task)] == [getattr(b, f.name) for f in dataclasses.fields(Task)]
+    assert a.request is b.request and a.labels is not b.labels
+
+
+@pytest.mark.parametrize(("extra", "field", "value"), [
+    ({"labels": {"app": "a"}}, "labels", {"app": "a"}),
+    ({"priority": 3}, "priority", 3),
+    ({"nodeAffinity": ["n0"]}, "node_affinity", ("n0",)),
+    ({"podAffinity": {"labels": {"app": "a"}, "topologyKey": "zone"}}, "pod_affinity",
+     PodAffinity((("app", "a"),), "zone", None)),
+    ({"resources": {"gpus": 2}}, "request", Request.build(cpu=1000, memory=10**9, gpus=2)),
+])
+def test_a_pod_naming_any_other_key_has_it_read(extra: dict[str, Any], field: str, value: Any) -> None:
+    pod = scenario([node("n0")], [job("j", minAvailable=1, tasks=[{"state": "Pending", **extra}])]).snapshot()
+    assert getattr(pod.jobs["j"].tasks["j-0"], field) == value
+
+
+def test_jobs_asking_alike_share_one_request_and_jobs_asking_otherwise_do_not() -> None:
+    per_task = {"gpus": 1, "cpuMillis": 1000, "memoryBytes": 10**9}
+    jobs = [job("a", perTask=dict(per_task)), job("b", perTask=dict(per_task)),
+            job("c", perTask={**per_task, "gpus": 1.0}), job("e", perTask={**per_task, "gpus": 2})]
+    tasks = {name: j.tasks[f"{name}-0"] for name, j in scenario([node("n0")], jobs).snapshot().jobs.items()}
+    assert tasks["a"].request is tasks["b"].request
+    assert tasks["a"].request == tasks["c"].request and tasks["c"].request.count == 1
+    assert tasks["e"].request.gpus == 2 and tasks["a"].request.gpus == 1
 
 
 def test_every_pod_state_is_read_as_its_status() -> None:
