@@ -38,7 +38,8 @@ from kaipolicy.actions.solver import proofs, solve
 from kaipolicy.api.task import Status, Task
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.cli.bundle import load
-from kaipolicy.cycle import paused_gc, run_cycle
+from kaipolicy.collector import paused_gc
+from kaipolicy.cycle import run_cycle
 from kaipolicy.framework.config import Params, config_from
 
 ENDINGS = ("cannot fit", "proven", "refused", "unplaced, all back", "unplaced, some out", "solution")

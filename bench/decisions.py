@@ -25,7 +25,8 @@ import openb
 
 from kaipolicy.cache.scenario_source import scenario_from_doc
 from kaipolicy.cli.bundle import load
-from kaipolicy.cycle import paused_gc, release, run_cycle
+from kaipolicy.collector import paused_gc
+from kaipolicy.cycle import release, run_cycle
 from kaipolicy.framework.config import Params, config_from
 
 

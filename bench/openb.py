@@ -31,7 +31,8 @@ import numpy as np
 from kaipolicy.builtins import fragmentation
 from kaipolicy.cache.scenario_source import Scenario, scenario_from_doc
 from kaipolicy.cli.bundle import load
-from kaipolicy.cycle import paused_gc, release, run_cycle
+from kaipolicy.collector import paused_gc
+from kaipolicy.cycle import release, run_cycle
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from
 

@@ -31,7 +31,7 @@ from kaipolicy.cache.assemble import Scope, Views, assemble
 from kaipolicy.cache.delta import DeltaSnapshot
 from kaipolicy.cache.scenario_schema import validate_scenario
 from kaipolicy.cache.scenario_source import scenario_from_doc
-from kaipolicy.cycle import paused_gc
+from kaipolicy.collector import paused_gc
 
 NOW = 1_800_000_000.0
 CREATED = "2026-11-30T00:00:00Z"

@@ -6,10 +6,8 @@ tier; a plugin the bundle lacks or an argument it does not declare is a ConfigEr
 
 from __future__ import annotations
 
-import gc
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +20,7 @@ from kaipolicy.actions.reclaim import reclaim
 from kaipolicy.actions.stalegangeviction import stalegangeviction
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.builtins import topology
+from kaipolicy.collector import paused_gc
 from kaipolicy.errors import ConfigError, KaipolicyError
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.closing import close_session
@@ -136,25 +135,6 @@ def open_session(cluster: ClusterInfo, config: SchedulerConfig, bundle: Bundle, 
         ssn.plugin_seconds[name] = ssn.plugin_seconds.get(name, 0.0) + time.perf_counter() - started
     ssn.add_rules(rules)
     return ssn
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Building a snapshot and running a cycle allocate many short-lived objects; the cyclic
-    collector's pauses in the middle cost more than they free (a finished cycle is freed by
-    `release`, not by the collector). Nested pauses leave it to the outermost to resume.
-
-    Callers that run a cycle keep it paused from the snapshot until `release`: resumed earlier,
-    the collector's first pass walks every object the snapshot and the cycle made, all still
-    alive (55 ms after an openb allocate cycle of 0.95 s); resumed after the release, it walks
-    only what outlives the cycle."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def release(result: CycleResult) -> None:

@@ -15,7 +15,8 @@ from kaipolicy.api.job import Job
 from kaipolicy.api.snapshot import ClusterInfo
 from kaipolicy.api.task import Status
 from kaipolicy.cache.scenario_source import Scenario, load_scenario
-from kaipolicy.cycle import CycleResult, paused_gc, release, run_cycle
+from kaipolicy.collector import paused_gc
+from kaipolicy.cycle import CycleResult, release, run_cycle
 from kaipolicy.errors import ConfigError, RuleError, TimeLimitExceeded
 from kaipolicy.framework.audit import Audit
 from kaipolicy.framework.config import Params, config_from

@@ -22,6 +22,7 @@ from kaipolicy.api.task import HOLDS_NODE, AffinityTerm, PodAffinity, Requiremen
 from kaipolicy.cache.scenario_checks import warnings as scenario_warnings
 from kaipolicy.cache.scenario_paths import elem, keys
 from kaipolicy.cache.scenario_schema import validate_scenario
+from kaipolicy.collector import paused_gc
 from kaipolicy.errors import ScenarioError, YamlError
 
 PARAM_DEFAULTS: dict[str, Any] = {
@@ -76,7 +77,8 @@ def load_scenario(path: str | Path) -> Scenario:
     file = str(path)
     try:
         text = yamlsafe.read_text(path, LIMITS)
-        doc = yamlsafe.load(text, file, LIMITS)
+        with paused_gc():
+            doc = yamlsafe.load(text, file, LIMITS)
     except YamlError as e:
         raise ScenarioError(file, "", e.message, e.line, e.column) from None
     try:
@@ -97,6 +99,11 @@ def load_scenario(path: str | Path) -> Scenario:
 def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True) -> Scenario:
     """`validate=False` is for documents a trusted producer built (the live cluster source, every
     cycle): the schema check costs several times the build on a large cluster."""
+    with paused_gc():   # (everything it makes stays alive until it returns)
+        return _from_doc(doc, file, validate)
+
+
+def _from_doc(doc: Any, file: str, validate: bool) -> Scenario:
     if validate:
         validate_scenario(doc, file)
     scn = scenario_settings(doc, file)

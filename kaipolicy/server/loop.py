@@ -19,7 +19,8 @@ from typing import IO, Any
 from kaipolicy import metrics
 from kaipolicy.cache.k8s_source import K8sSource
 from kaipolicy.cache.scenario_source import scenario_settings
-from kaipolicy.cycle import CycleResult, paused_gc, release, run_cycle
+from kaipolicy.collector import paused_gc
+from kaipolicy.cycle import CycleResult, release, run_cycle
 from kaipolicy.daemon.leader import LeaderElector
 from kaipolicy.errors import KaipolicyError
 from kaipolicy.framework.audit import Audit
