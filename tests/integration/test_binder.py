@@ -116,7 +116,9 @@ def test_a_retry_that_succeeds_keeps_the_count_of_failed_attempts(
     cluster.node(node, partition, gpus=1)
     pod = cluster.pod(namespace, "later", partition, scheduler=scheduler, annotations={"gpu-fraction": "0.5"})
     kubelet.hold("late-group")
-    with binder(apiserver, scheduler, reserved, namespace, retry_base=1.0,
+    # the retry comes 5 s after the first failure: the hold is released well before it, even on
+    # a loaded machine (with 1 s, a slow poll let the second attempt time out too, 2 failures)
+    with binder(apiserver, scheduler, reserved, namespace, retry_base=5.0, retry_limit=5.0,
                 reservations=ReservationSettings(namespace=reserved, timeout=0.5)):
         name = bind_request(cluster, namespace, pod, node, groups=["late-group"], backoff_limit=5)
         wait_for("the first failure", lambda: (request_of(cluster, namespace, name).get("status") or {})
