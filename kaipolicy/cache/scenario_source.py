@@ -98,7 +98,7 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def scenario_from_doc(doc: Any, file: str = "<scenario>", validate: bool = True) -> Scenario:
     """`validate=False` is for documents a trusted producer built (the live cluster source, every
-    cycle): the schema check costs several times the build on a large cluster."""
+    cycle): the schema check costs about twice the build on a large cluster."""
     with paused_gc():   # (everything it makes stays alive until it returns)
         return _from_doc(doc, file, validate)
 
