@@ -188,7 +188,7 @@ def _check_job(
     task_names: dict[str, str],
 ) -> None:
     jname = job["name"]
-    _check_request(job.get("perTask") or {}, {}, f"{jwhere}.perTask", "")
+    job_request = _check_request(job.get("perTask") or {}, {}, f"{jwhere}.perTask", "")
     if job["queue"] not in queue_names:
         raise Problem(f"{jwhere}.queue", f"unknown queue {job['queue']!r} ({declared(queue_names)})")
     _check_topology(job.get("topologyConstraint"), f"{jwhere}.topologyConstraint", topo_levels)
@@ -218,21 +218,25 @@ def _check_job(
             raise Problem(f"{twhere}.name" if "name" in task else twhere,
                           f"duplicate task name {tname!r}{how} (also {task_names[tname]})")
         task_names[tname] = twhere
-        _check_task(task, twhere, job, by_name, node_names)
+        _check_task(task, twhere, job, job_request, by_name, node_names)
 
 
 def _check_task(
     task: dict[str, Any],
     twhere: str,
     job: dict[str, Any],
+    job_request: dict[str, Any],
     subgroups: dict[str, dict[str, Any]],
     node_names: dict[str, str],
 ) -> None:
+    """`job_request`: the job's perTask, checked already: a task without resources of its own asks
+    just that."""
     jname = job["name"]
     state = task["state"]
     node = task.get("node")
-    request = _check_request(job.get("perTask") or {}, task.get("resources") or {}, f"{job_where(twhere)}.perTask",
-                             f"{twhere}.resources")
+    override = task.get("resources")
+    request = _check_request(job.get("perTask") or {}, override, f"{job_where(twhere)}.perTask",
+                             f"{twhere}.resources") if override else job_request
     if node is None and state in NODE_HOLDING_STATES:
         raise Problem(twhere, f"a {state} task must name its 'node'")
     if node is not None and node not in node_names:
