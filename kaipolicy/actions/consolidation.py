@@ -84,10 +84,11 @@ def _kept(ssn: Session, what: str, of_node: Callable[[Node], float]) -> np.ndarr
 
 
 def _free_gpu_memory(node: Node) -> float:
+    """The node's idle and releasing GPU memory as the reference adds it up: a shared GPU whose
+    every pod is releasing counts once, as a whole releasing GPU."""
     shared_idle = sum(node.gpu_memory - v for v in node.shared_allocated.values() if v > 0)
-    shared_releasing = sum(v for g, v in node.shared_releasing.items() if v > 0)
     whole = int(node.idle.gpus + node.idle.mig_gpus) + int(node.releasing.gpus + node.releasing.mig_gpus)
-    return shared_idle + shared_releasing + whole * node.gpu_memory
+    return shared_idle + node.releasing_shared_memory() + whole * node.gpu_memory
 
 
 def _attempt(ssn: Session, job: Job) -> tuple[bool, Statement | None, list[Task]]:

@@ -330,6 +330,13 @@ class Node:
                      if v > 0 and not self._gpu_releasing_from_shared(g)) if self.shared_releasing else 0
         return shared + self.releasing.gpus + self.releasing.mig_gpus
 
+    def releasing_shared_memory(self) -> int:
+        """GPU memory being released on shared GPUs that keep some pod (GetSumOfReleasingGPUs'
+        memory): a shared GPU whose every pod is releasing is a whole releasing GPU instead."""
+        if not self.shared_releasing:
+            return 0
+        return sum(v for g, v in self.shared_releasing.items() if v > 0 and not self._gpu_releasing_from_shared(g))
+
     def _gpu_releasing_from_shared(self, group: str) -> bool:
         used = self.shared_used.get(group, 0)
         return used != 0 and self.shared_releasing.get(group) == used

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kaipolicy.actions import consolidation
 from kaipolicy.actions.solver.evict import eviction_message
 from kaipolicy.cycle import open_session
 from kaipolicy.framework.config import SchedulerConfig
@@ -139,6 +140,20 @@ def test_consolidation_moves_a_job_to_make_room_and_binds_nothing() -> None:
     moved = [name for name in ("a-0", "b-0") if st[name][0] == "Pipelined"]
     assert len(moved) == 1 and rep["evictions"] == 1 and rep["binds"] == 0
     assert "bin packing (resource consolidation)" in rep["evictionReasons"][0]["message"]
+
+
+def test_a_shared_gpu_releasing_all_its_pods_counts_once_in_consolidations_free_gpu_memory() -> None:
+    # n0's one GPU (100 MiB) holds a half-GPU pod being released: the reference counts the GPU
+    # as one whole releasing GPU (100 MiB) and its shared room (50 MiB), not its releasing memory
+    # a second time. 150 MiB do not cover a pod asking 160 MiB (openb_sample seed 44's
+    # 185,800 MiB against 216,840 in the reference's Go).
+    leaving = job("leaving", perTask={"gpus": 0.5, "cpuMillis": 1, "memoryBytes": 1},
+                  tasks=[{"state": "Releasing", "node": "n0", "gpuGroups": ["g0"]}])
+    for asked, enough in ((150, True), (160, False)):
+        want = job("want", perTask={"gpuMemoryMiB": asked, "cpuMillis": 1, "memoryBytes": 1})
+        scn = scenario([node("n0", gpus=1, gpuMemoryMiB=100)], [leaving, want], actions=["consolidation"])
+        ssn = open_session(scn.snapshot(), SchedulerConfig(actions=["consolidation"]), default_bundle())
+        assert consolidation.enough_gpus(ssn, ssn.cluster.jobs["want"]) is enough
 
 
 def test_consolidation_refuses_a_plan_that_would_leave_a_victim_without_a_node() -> None:
