@@ -10,6 +10,7 @@ the scenarios' expected placements depend on them.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kaipolicy.api.resources import Request, RequestType, Resources, covers_amounts, mig_gpu_portion
@@ -326,16 +327,17 @@ class Node:
         return shared + self.idle.gpus + self.idle.mig_gpus
 
     def releasing_gpus_total(self) -> float:
-        shared = sum(self.portion_of_memory(v) for g, v in self.shared_releasing.items()
-                     if v > 0 and not self._gpu_releasing_from_shared(g)) if self.shared_releasing else 0
+        shared = sum(self.portion_of_memory(v) for v in self._partly_releasing()) if self.shared_releasing else 0
         return shared + self.releasing.gpus + self.releasing.mig_gpus
 
     def releasing_shared_memory(self) -> int:
-        """GPU memory being released on shared GPUs that keep some pod (GetSumOfReleasingGPUs'
-        memory): a shared GPU whose every pod is releasing is a whole releasing GPU instead."""
-        if not self.shared_releasing:
-            return 0
-        return sum(v for g, v in self.shared_releasing.items() if v > 0 and not self._gpu_releasing_from_shared(g))
+        """GPU memory being released on shared GPUs (GetSumOfReleasingGPUs' memory)."""
+        return sum(self._partly_releasing()) if self.shared_releasing else 0
+
+    def _partly_releasing(self) -> Iterator[int]:
+        """The memory being released on each shared GPU that keeps a pod: a shared GPU whose every
+        pod is releasing is a whole releasing GPU instead."""
+        return (v for g, v in self.shared_releasing.items() if v > 0 and not self._gpu_releasing_from_shared(g))
 
     def _gpu_releasing_from_shared(self, group: str) -> bool:
         used = self.shared_used.get(group, 0)

@@ -23,7 +23,7 @@ from kaipolicy.cache.scenario_paths import render, show
 from kaipolicy.errors import ScenarioError
 from kaipolicy.paths import data_dir
 
-__all__ = ["NODE_HOLDING_STATES", "SCHEMA_PATH", "load_schema", "schema_errors", "validate_scenario"]
+__all__ = ["NODE_HOLDING_STATES", "SCHEMA_PATH", "content_key", "load_schema", "schema_errors", "validate_scenario"]
 
 SCHEMA_PATH = data_dir("schemas") / "scenario.schema.json"
 _TYPE_WORDS = {
@@ -68,7 +68,7 @@ _FOUND_VALID: ContextVar[set[tuple[int, Any]] | None] = ContextVar("found_valid"
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _content_key(value: Any) -> Any:
+def content_key(value: Any) -> Any:
     """A key two parts share only when they are the same data with the same Python types (1,
     1.0 and True differ): for a number, a text, null, or a mapping of text keys to those. None
     for anything larger, which is checked part by part instead."""
@@ -91,7 +91,7 @@ def _descend_once(validator: Any, value: Any, subschema: Any, path: Any,
     found = _FOUND_VALID.get()
     key = None
     if found is not None:
-        content = _content_key(value)
+        content = content_key(value)
         if content is not None:
             key = (id(subschema), content)
             if key in found:

@@ -21,7 +21,7 @@ from kaipolicy.api.snapshot import ClusterInfo, Topology
 from kaipolicy.api.task import HOLDS_NODE, AffinityTerm, PodAffinity, Requirement, Status, Task, Toleration
 from kaipolicy.cache.scenario_checks import warnings as scenario_warnings
 from kaipolicy.cache.scenario_paths import elem, keys
-from kaipolicy.cache.scenario_schema import validate_scenario
+from kaipolicy.cache.scenario_schema import content_key, validate_scenario
 from kaipolicy.collector import paused_gc
 from kaipolicy.errors import ScenarioError, YamlError
 
@@ -276,21 +276,20 @@ def _request(per_task: dict[str, Any], override: dict[str, Any] | None) -> Reque
                          devices=int(devices) if devices is not None else None, mig=r.get("mig"))
 
 
-#: Job requests read so far, by their spec's keys, values and the values' types (see _job_request).
-_JOB_REQUESTS: dict[frozenset[tuple[str, type, Any]], Request] = {}
+#: Job requests read so far, by their spec's content key (see _job_request).
+_JOB_REQUESTS: dict[Any, Request] = {}
 JOB_REQUESTS_KEPT = 4096
 
 
 def _job_request(per_task: dict[str, Any]) -> Request:
     """_request of a job's `perTask` with no override, read once per distinct spec: a large
-    cluster's thousands of jobs ask a few dozen requests. Specs are told apart by their values'
-    types too (1 and 1.0 build requests that print otherwise); one holding a mapping (MIG
-    slices) is read every time."""
-    try:
-        key = frozenset((k, type(v), v) for k, v in per_task.items())
-        known = _JOB_REQUESTS.get(key)
-    except TypeError:   # (an unhashable value)
+    cluster's thousands of jobs ask a few dozen requests. Specs are told apart as the schema
+    check tells parts apart (`content_key`: the values' types too, so 1 and 1.0, which build
+    requests that print otherwise, differ); one holding a mapping (MIG slices) is read every time."""
+    key = content_key(per_task)
+    if key is None:
         return _request(per_task, None)
+    known = _JOB_REQUESTS.get(key)
     if known is None:
         if len(_JOB_REQUESTS) >= JOB_REQUESTS_KEPT:
             _JOB_REQUESTS.clear()
