@@ -208,7 +208,11 @@ class Node:
         return int(req.portion * self.gpu_memory)
 
     def portion_of_memory(self, memory: int) -> float:
-        return math.ceil(round(memory / self.gpu_memory * 100, 9)) / 100
+        """The GPU portion `memory` covers, rounded up to hundredths as the reference rounds it:
+        straight from the float quotient, so a device holding a 0.55 pod (17,600 of 32,000 MiB) counts
+        0.56 used: 17,600 / 32,000 x 100 is just above 55 in floats. Fractions 0.07, 0.14, 0.28 and
+        0.56 turn into memory and back one hundredth higher in the same way."""
+        return math.ceil(memory / self.gpu_memory * 100) / 100
 
     def gpu_portion_of(self, req: Request) -> float:
         if req.gpu_memory > 0:

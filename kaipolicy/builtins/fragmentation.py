@@ -54,7 +54,7 @@ def after(free: np.ndarray, gpu_memory: np.ndarray, task: Task) -> np.ndarray:
     rows = np.arange(len(out))
     if req.is_shared:
         portion = (np.full(len(out), req.portion) if req.gpu_memory <= 0
-                   else np.ceil(np.round(req.gpu_memory / gpu_memory * 100, 9)) / 100)
+                   else np.ceil(req.gpu_memory / gpu_memory * 100) / 100)
         for _ in range(req.count):
             room = np.where(out >= portion[:, None], out, np.inf)
             best = room.argmin(axis=1)

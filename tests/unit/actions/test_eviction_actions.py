@@ -156,6 +156,32 @@ def test_a_shared_gpu_releasing_all_its_pods_counts_once_in_consolidations_free_
         assert consolidation.enough_gpus(ssn, ssn.cluster.jobs["want"]) is enough
 
 
+def test_a_fraction_turned_into_memory_and_back_counts_as_the_reference_rounds_it_in_reclaims_idle_gpus() -> None:
+    # n0's one GPU (32,000 MiB) holds a non-preemptible 0.28 pod: 8,960 MiB, which the reference
+    # turns back into 0.29 of a GPU (8,960 / 32,000 x 100 is just above 28 in floats, and it rounds
+    # up to hundredths). Its idle-GPU filter then counts 0.71 free, short of the 0.72 `want` asks,
+    # so it tries no reclaim, though the group's memory would fit `want` once the CPU hog is
+    # evicted. Counting 0.72 free evicted the hog and pipelined `want` (the reference's Go leaves
+    # both as they are). With the holder at 0.3 (exact in floats) `want` of 0.7 reclaims.
+    def cluster(held: float, asked: float) -> Any:
+        per = {"cpuMillis": 1000, "memoryBytes": 10**9}
+        jobs = [job("holder", "q0", preemptible=False, perTask={"gpus": held, **per},
+                    tasks=[{"state": "Running", "node": "n0", "gpuGroups": ["g1"]}]),
+                job("hog", "q0", perTask={"gpus": 0, "cpuMillis": 3000, "memoryBytes": 10**9},
+                    tasks=[{"state": "Running", "node": "n0"}]),
+                job("own", "q1", preemptible=False, tasks=[{"state": "Running", "node": "n1"}]),
+                job("want", "q1", perTask={"gpus": asked, "cpuMillis": 2000, "memoryBytes": 10**9})]
+        queues = [{"name": "q0", "deserved": {"gpu": 0, "cpu": 0, "memory": 0}, "creationOrder": 0},
+                  {"name": "q1", "deserved": {"gpu": 2, "cpu": 8000, "memory": 10**10}, "creationOrder": 1}]
+        nodes = [node(name, gpus=1, gpuMemoryMiB=32000, cpuMillis=4000) for name in ("n0", "n1")]
+        return scenario(nodes, jobs, queues, actions=["allocate", "reclaim"])
+
+    st = statuses(run(cluster(0.28, 0.72)))
+    assert (st["hog-0"], st["want-0"]) == (("Running", "n0"), ("Pending", None))
+    st = statuses(run(cluster(0.3, 0.7)))
+    assert (st["hog-0"], st["want-0"]) == (("Releasing", "n0"), ("Pipelined", "n0"))
+
+
 def test_consolidation_refuses_a_plan_that_would_leave_a_victim_without_a_node() -> None:
     jobs = [running("a", "q0", "n0"), running("b", "q0", "n1"),
             job("wide", "q0", perTask={"gpus": 3, "cpuMillis": 1000, "memoryBytes": 10**9})]

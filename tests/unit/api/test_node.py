@@ -74,6 +74,19 @@ def test_gpu_memory_requests_become_a_portion_rounded_up_to_hundredths() -> None
     assert n.portion_of_memory(1000) == 0.34
 
 
+
+def test_a_portion_of_memory_is_rounded_up_from_the_float_quotient_as_the_reference_rounds_it() -> None:
+    # 17,600 / 32,000 x 100 is 55.000000000000007 in floats, so the reference's ceiling gives 0.56
+    # (gpu_sharing_node_info.go's getGpuMemoryFractionalOnNode); rounding the quotient first gave 0.55
+    n = Node("n", Resources(1000, 1e9, 1, 110), gpu_memory=32000)
+    assert n.portion_of_memory(17600) == 0.56
+    assert n.portion_of_memory(16000) == 0.5
+    # so a device holding a 0.55 pod offers 0.44, not 0.45, to the shared sums
+    n.add_task(Task(uid="a", name="a", namespace="ns", job="j", request=Request.build(1000, 1e9, gpus=0.55),
+                    status=Status.RUNNING, node="n", gpu_groups=["g1"]))
+    assert n.shared_allocated["g1"] == 17600
+    assert round(n.idle_gpus_total(), 9) == 0.44
+
 def test_a_node_holds_what_its_pods_add_up_to_through_any_run_of_placements_status_changes_and_removals() -> None:
     # whole-GPU, CPU-only and MIG pods, allocated, pipelined and releasing, in a random order:
     # after every step, each amount is what the pods on the node add up to by their status (whole
