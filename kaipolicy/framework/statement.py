@@ -158,11 +158,11 @@ class Statement:
         the operation (the reference re-applies its arithmetic instead, which can drift once a
         pipelined task has taken more than the node's releasing share).
 
-        A placed pod keeps its last grant, as in the reference, so undoing an eviction after the
-        pod's placement elsewhere gives its queue back the new grant, not the one the eviction
-        took. `grants` gives each placed pod back the grant it had before, so that the shares
-        come back to where they were: for undoing what the reference never undoes (a simulation
-        run again, or a shortcut's turns that could not be told)."""
+        A placed pod keeps its last grant, as in the reference (taking a pod off a node leaves its
+        grant as it is), but undoing an eviction grants the pod again for the node it goes back
+        to, as the reference's unevict does. `grants` gives each placed pod back the grant it had
+        before, so that the shares come back to where they were: for undoing what the reference
+        never undoes (a simulation run again, or a shortcut's turns that could not be told)."""
         if cp < 0 or cp > len(self.operations):
             raise StatementError(f"invalid checkpoint {cp}; the statement has {len(self.operations)} operations")
         for op in reversed(self.operations[cp:]):
@@ -225,6 +225,10 @@ class Statement:
                 if op.node_before is not None:
                     node.restore(op.node_before)
                 # else an earlier eviction from the node, undone after this one, restores it
+                # The pod is granted again for this node, as putting it back on the node does in
+                # the reference (its unevict re-adds the pod, which sets its grant for the node):
+                # a placement elsewhere since, undone already, leaves no other grant behind.
+                node.accept(task)
             elif task.key in node.tasks:
                 node.update_task(task)
             else:
