@@ -68,6 +68,10 @@ class Share:
         return a if self.max_allowed == UNLIMITED else min(self.max_allowed, a)
 
 
+#: Shares with their allocations (all, and of non-preemptible jobs) at one moment.
+ShareValues = list[tuple[Share, float, float]]
+
+
 @dataclass(slots=True, eq=False)
 class QueueShare:
     queue: Queue
@@ -234,6 +238,17 @@ class Shares:
         finally:
             for sh, (allocated, non_preemptible) in zip(path, kept):
                 sh.allocated, sh.allocated_non_preemptible = allocated, non_preemptible
+
+    def allocations_on_path(self, queue: str) -> ShareValues:
+        """What `on_allocate` changes for a job of `queue` (each share's allocation up the queue's
+        path), to give back exactly with `restore_allocations`."""
+        return [(sh, sh.allocated, sh.allocated_non_preemptible) for triple in self._path_of_shares(queue)
+                for sh in triple]
+
+    @staticmethod
+    def restore_allocations(values: ShareValues) -> None:
+        for sh, allocated, non_preemptible in values:
+            sh.allocated, sh.allocated_non_preemptible = allocated, non_preemptible
 
     def _path_of_shares(self, queue: str) -> list[tuple[Share, Share, Share]]:
         path = self._path_shares.get(queue)

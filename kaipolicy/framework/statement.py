@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from kaipolicy.api.node import NodeState
 from kaipolicy.api.resources import Request
 from kaipolicy.api.task import Status, Task
+from kaipolicy.builtins.fairshare import ShareValues
 from kaipolicy.errors import StatementError
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ class Operation:
     valid: bool = True
     undoes: Operation | None = None   # for an unevict: the eviction it cancelled
     previous_accepted: Request | None = None   # the pod's grant before the operation
+    # the allocations on the pod's queue path before the operation, where it is the first on
+    # that queue since the last checkpoint (see Statement._record)
+    shares_before: ShareValues | None = None
 
 
 #: Evictions from one node between two checkpoints share the first one's record of the node
@@ -56,6 +60,8 @@ class Statement:
         # nodes an eviction since the last checkpoint (or rollback, or commit) recorded as they
         # were before it: the next evictions from them need not record them again (see evict)
         self._kept_nodes: set[str] = set()
+        # queues whose allocations an operation since the last checkpoint recorded (see _record)
+        self._kept_queues: set[str] = set()
 
     # ---- operations -------------------------------------------------------------------------
     def allocate(self, task: Task, node_name: str) -> None:
@@ -144,13 +150,25 @@ class Statement:
         raise StatementError(f"no eviction of {task.key} to undo")
 
     def _record(self, kind: str, task: Task, node: str, keep_node: bool = True) -> Operation:
+        ssn = self.session
+        # The first operation on a queue since the last checkpoint keeps the allocations on its
+        # path as they are, so that a rollback gives them back exactly rather than by adding and
+        # taking off again, which leaves float remainders (a fraction added and taken off need not
+        # come back to the same sum): a rolled-back simulation then leaves the shares as it found
+        # them, whether it was run or a shortcut stood in for it.
+        queue = ssn.cluster.jobs[task.job].queue
+        shares = None
+        if queue not in self._kept_queues or kind == "allocate":
+            shares = ssn.shares.allocations_on_path(queue)
+            self._kept_queues.add(queue)
         return Operation(kind, task, node, task.status, task.node, list(task.gpu_groups), task.is_virtual,
-                         node_before=self.session.cluster.nodes[node].snapshot() if keep_node else None,
-                         previous_accepted=task.accepted)
+                         node_before=ssn.cluster.nodes[node].snapshot() if keep_node else None,
+                         previous_accepted=task.accepted, shares_before=shares)
 
     # ---- undo ---------------------------------------------------------------------------------
     def checkpoint(self) -> int:
         self._kept_nodes.clear()
+        self._kept_queues.clear()
         return len(self.operations)
 
     def rollback(self, cp: int, grants: bool = False) -> None:
@@ -168,10 +186,13 @@ class Statement:
         for op in reversed(self.operations[cp:]):
             if op.valid:
                 self._undo(op, exact=True)
+                if op.shares_before is not None:
+                    self.session.shares.restore_allocations(op.shares_before)
                 if grants and op.kind in ("allocate", "pipeline"):
                     op.task.accepted = op.previous_accepted
         del self.operations[cp:]
         self._kept_nodes.clear()
+        self._kept_queues.clear()
 
     def note_moved(self) -> None:
         """Mark the pods this statement's pipelines moved off a node that still lists them, once
@@ -275,3 +296,4 @@ class Statement:
         self.note_moved()
         self.operations = []
         self._kept_nodes.clear()
+        self._kept_queues.clear()
