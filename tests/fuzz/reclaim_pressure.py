@@ -6,6 +6,7 @@ reaches the eviction solver's deep search; these reach it on every seed.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -605,4 +606,143 @@ def slots_in_domains(seed: int) -> dict[str, Any]:
                             "topologyConstraint": {"topology": "dc",
                                                    ("requiredLevel" if r.random() < 0.6 else "preferredLevel"): level},
                             "tasks": [{"state": "Pending"}] * size})
+    return doc
+
+
+_ODD = (0.07, 0.14, 0.28, 0.55, 0.56, 0.29, 0.71, 0.72, 0.44, 0.45)
+
+
+class _OddNode(_Node):
+    """A node whose shared GPU groups are filled in hundredths of a device, as the reference counts
+    them: a fraction its hundredths, GPU memory its quotient rounded up to hundredths."""
+
+    def hundredths(self, req: dict[str, Any]) -> int:
+        if req.get("gpuMemoryMiB"):
+            return math.ceil(req["gpuMemoryMiB"] / self.gpu_memory * 100)
+        return round(req["gpus"] * 100)
+
+    def take(self, req: dict[str, Any], rng: random.Random) -> list[str] | None:
+        cpu, mem = req.get("cpuMillis", 0), req.get("memoryBytes", 0)
+        if cpu > self.cpu or mem > self.memory or self.pods < 1:
+            return None
+        groups: list[str] = []
+        if "gpuMemoryMiB" in req or 0 < req.get("gpus", 0) < 1:
+            if req.get("gpuMemoryMiB", 0) > self.gpu_memory or not self.gpu_memory:
+                return None
+            share = self.hundredths(req)
+            open_ = [g for g, used in self.groups.items() if used + share <= 100]
+            if open_ and rng.random() < 0.8:
+                groups = [rng.choice(open_)]
+            elif self.whole >= 1:
+                self.whole -= 1
+                groups = [f"{self.name}-g{len(self.groups)}"]
+                self.groups[groups[0]] = 0
+            else:
+                return None
+            self.groups[groups[0]] += share
+        elif req.get("gpus", 0) >= 1:
+            if req["gpus"] > self.whole:
+                return None
+            self.whole -= int(req["gpus"])
+        self.cpu, self.memory, self.pods = self.cpu - cpu, self.memory - mem, self.pods - 1
+        return groups
+
+
+def _odd_request(r: random.Random, devices: list[int], kinds: tuple[str, ...]) -> dict[str, Any]:
+    req: dict[str, Any] = {"cpuMillis": r.choice((250, 500, 1000, 2000, 4000)),
+                           "memoryBytes": r.choice((1, 2, 4, 8, 16)) * 2**30}
+    kind = r.choice(kinds)
+    if kind == "fraction":
+        req["gpus"] = r.choice(_ODD) if r.random() < 0.5 else r.randint(1, 99) / 100
+    elif kind == "memory":
+        device = r.choice(devices)
+        roll = r.random()
+        if roll < 0.4:
+            # an odd fraction of a device turned into MiB (the portion comes back a hundredth higher)
+            req["gpuMemoryMiB"] = max(1, int(r.choice(_ODD) * device))
+        elif roll < 0.9:
+            req["gpuMemoryMiB"] = max(1, int(device * r.randint(1, 99) / 100) + r.randint(-50, 50)) | 1
+        else:
+            req["gpuMemoryMiB"] = r.randint(1, max(devices) - 1)
+    elif kind == "whole":
+        req["gpus"] = r.choice((1, 1, 2))
+    return req
+
+
+def odd_fractions(seed: int) -> dict[str, Any]:
+    """GPU nodes of one device size each (16,000 to 80,000 MiB, varying across nodes) shared by
+    running pods that ask odd fractions (any hundredth, mostly 0.07, 0.14, 0.28, 0.29, 0.44, 0.45,
+    0.55, 0.56, 0.71, 0.72) or odd GPU memory (any MiB, or such a fraction of a device in MiB),
+    groups filled to the hundredth as the reference counts them; some whole-GPU and CPU-only pods;
+    gangs of 1 to 4 in several queues (some in departments); and pending jobs of the same kinds,
+    most in one or two queues under their fair share, over one to three cycles of allocation,
+    consolidation, reclaim and preempt. Rounding a portion to memory and back, and sums of
+    hundredths at a full device, decide here where placements fit."""
+    r = random.Random(seed)
+    sizes = (16000, 24000, 32000, 40000, 80000)
+    nodes = [_OddNode(f"n{i}", r.choice((1, 2, 2, 4, 8)), r.choice(sizes), r.choice((32000, 64000, 128000)),
+                      512 * 2**30) for i in range(r.randint(3, 9))]
+    cpu_nodes = [_OddNode(f"c{i}", 0, 0, 32000, 128 * 2**30) for i in range(r.choice((0, 0, 0, 1)))]
+    devices = sorted({n.gpu_memory for n in nodes})
+    gpus = sum(n.whole for n in nodes)
+    names = [f"q{i}" for i in range(r.randint(3, 5))]
+    departments = [f"d{i}" for i in range(r.choice((0, 1, 2)))]
+    wanting = r.sample(names, r.choice((1, 1, 2)))
+    queues = []
+    for i, name in enumerate(names):
+        share = round(gpus / len(names), 1)
+        deserved = r.choice((0, 0.5, 1, share, share))
+        if name in wanting and r.random() < 0.8:
+            deserved = max(deserved, share, 1)
+        q: dict[str, Any] = {"name": name, "creationOrder": i, "deserved": {"gpu": deserved}}
+        if departments:
+            q["parent"] = r.choice(departments)
+        queues.append(q)
+    doc: dict[str, Any] = {
+        "name": f"odd fractions seed {seed}",
+        "actions": r.choice((["allocate", "reclaim"], ["allocate", "consolidation", "reclaim", "preempt"],
+                             ["allocate", "consolidation", "reclaim", "preempt"], ["reclaim"])),
+        "cycles": r.choice((1, 1, 2, 3)), "queues": queues,
+        "params": {"allowConsolidatingReclaim": r.random() < 0.7, "maxConsolidationPreemptees": 0}}
+    if departments:
+        doc["departments"] = [{"name": d, "creationOrder": i} for i, d in enumerate(departments)]
+    running = [q for q in names if q not in wanting]
+    all_nodes = nodes + cpu_nodes
+    jobs: list[dict[str, Any]] = []
+    fill = r.choice((0.7, 0.85, 1.0, 1.0))
+    j = 0
+    while sum(n.whole for n in nodes) > gpus * (1 - fill) and j < 40:
+        j += 1
+        req = _odd_request(r, devices, ("fraction", "fraction", "fraction", "memory", "memory", "whole", "cpu"))
+        size = r.choice((1, 1, 1, 2, 3, 4))
+        packed = r.random() < 0.5
+        tasks: list[dict[str, Any]] = []
+        last: _Node | None = None
+        for _ in range(size):
+            candidates = r.sample(all_nodes, len(all_nodes))
+            if packed and last is not None:
+                candidates = [last] + [n for n in candidates if n is not last]
+            for node in candidates:
+                groups = node.take(req, r)
+                if groups is not None:
+                    state = "Releasing" if r.random() < 0.04 else "Running"
+                    tasks.append({"state": state, "node": node.name, **({"gpuGroups": groups} if groups else {})})
+                    last = node
+                    break
+        if not tasks:
+            continue
+        queue = r.choice(wanting if r.random() < 0.15 or not running else running)
+        jobs.append({"name": f"run{j}", "queue": queue, "priority": r.choice((50, 50, 75, 100, 125)),
+                     "createdMinutesAgo": r.choice((10, 20, 30, 60)), "perTask": req,
+                     "minAvailable": r.randint(1, len(tasks)), "tasks": tasks})
+    for j in range(r.randint(2, 6)):
+        req = _odd_request(r, devices, ("fraction", "fraction", "fraction", "memory", "memory", "whole", "cpu"))
+        size = r.choice((1, 1, 2, 3, 4))
+        queue = r.choice(wanting) if r.random() < 0.75 else r.choice(names)
+        jobs.append({"name": f"want{j}", "queue": queue, "priority": r.choice((50, 75, 100, 100, 125)),
+                     "createdMinutesAgo": r.choice((1, 2, 5)), "perTask": req,
+                     "minAvailable": size if r.random() < 0.8 else r.randint(1, size),
+                     "tasks": [{"state": "Pending"}] * size})
+    doc["nodes"] = [n.spec for n in all_nodes]
+    doc["jobs"] = jobs
     return doc

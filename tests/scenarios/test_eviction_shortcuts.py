@@ -288,6 +288,19 @@ def test_three_level_clusters_with_constraints_and_min_runtimes_decide_alike_wit
     assert differing(make, CONSTRAINED) == []
 
 
+ODD_FRACTIONS = [*range(40), 2, 108, 1075, 1302]
+
+
+@pytest.mark.parametrize("seeds", [ODD_FRACTIONS[:22], ODD_FRACTIONS[22:]], ids=["first", "second"])
+def test_odd_fractions_and_gpu_memory_on_nodes_of_several_device_sizes_decide_alike_with_the_shortcuts_off(
+        seeds: list[int]) -> None:
+    # GPU-memory victims take another grant on another device size, and fractions summed and
+    # taken off leave float remainders: a rolled-back simulation must leave neither behind, or
+    # the simulations the shortcuts stand in for decide otherwise (2 and 108: grants; 1075 and
+    # 1302: remainders at a department holding exactly its fair share)
+    assert differing(reclaim_pressure.odd_fractions, seeds) == []
+
+
 OPENB_SAMPLES = range(40)
 
 
