@@ -23,6 +23,14 @@ class _Node:
         self.whole, self.cpu, self.memory, self.pods = gpus, cpu, memory, 110
         self.groups: dict[str, int] = {}      # shared group -> MiB used
 
+    #: how often a shared pod joins a group with room rather than opening one
+    JOIN = 0.7
+
+    def share(self, req: dict[str, Any]) -> tuple[int, int] | None:
+        """What a shared pod of `req` takes of a device here, and what a device holds, in one
+        unit (here MiB); None when it cannot go here."""
+        return req.get("gpuMemoryMiB") or int(req["gpus"] * self.gpu_memory), self.gpu_memory
+
     def take(self, req: dict[str, Any], rng: random.Random) -> list[str] | None:
         """GPU groups for a pod of `req` if it fits here (taking its room), else None."""
         cpu, mem = req.get("cpuMillis", 0), req.get("memoryBytes", 0)
@@ -30,9 +38,12 @@ class _Node:
             return None
         groups: list[str] = []
         if "gpuMemoryMiB" in req or 0 < req.get("gpus", 0) < 1:
-            mib = req.get("gpuMemoryMiB") or int(req["gpus"] * self.gpu_memory)
-            open_ = [g for g, used in self.groups.items() if used + mib <= self.gpu_memory]
-            if open_ and rng.random() < 0.7:
+            measured = self.share(req)
+            if measured is None:
+                return None
+            amount, device = measured
+            open_ = [g for g, used in self.groups.items() if used + amount <= device]
+            if open_ and rng.random() < self.JOIN:
                 groups = [rng.choice(open_)]
             elif self.whole >= 1:
                 self.whole -= 1
@@ -40,7 +51,7 @@ class _Node:
                 self.groups[groups[0]] = 0
             else:
                 return None
-            self.groups[groups[0]] += mib
+            self.groups[groups[0]] += amount
         elif req.get("gpus", 0) >= 1:
             if req["gpus"] > self.whole:
                 return None
@@ -616,36 +627,14 @@ class _OddNode(_Node):
     """A node whose shared GPU groups are filled in hundredths of a device, as the reference counts
     them: a fraction its hundredths, GPU memory its quotient rounded up to hundredths."""
 
-    def hundredths(self, req: dict[str, Any]) -> int:
-        if req.get("gpuMemoryMiB"):
-            return math.ceil(req["gpuMemoryMiB"] / self.gpu_memory * 100)
-        return round(req["gpus"] * 100)
+    JOIN = 0.8
 
-    def take(self, req: dict[str, Any], rng: random.Random) -> list[str] | None:
-        cpu, mem = req.get("cpuMillis", 0), req.get("memoryBytes", 0)
-        if cpu > self.cpu or mem > self.memory or self.pods < 1:
+    def share(self, req: dict[str, Any]) -> tuple[int, int] | None:
+        if req.get("gpuMemoryMiB", 0) > self.gpu_memory or not self.gpu_memory:
             return None
-        groups: list[str] = []
-        if "gpuMemoryMiB" in req or 0 < req.get("gpus", 0) < 1:
-            if req.get("gpuMemoryMiB", 0) > self.gpu_memory or not self.gpu_memory:
-                return None
-            share = self.hundredths(req)
-            open_ = [g for g, used in self.groups.items() if used + share <= 100]
-            if open_ and rng.random() < 0.8:
-                groups = [rng.choice(open_)]
-            elif self.whole >= 1:
-                self.whole -= 1
-                groups = [f"{self.name}-g{len(self.groups)}"]
-                self.groups[groups[0]] = 0
-            else:
-                return None
-            self.groups[groups[0]] += share
-        elif req.get("gpus", 0) >= 1:
-            if req["gpus"] > self.whole:
-                return None
-            self.whole -= int(req["gpus"])
-        self.cpu, self.memory, self.pods = self.cpu - cpu, self.memory - mem, self.pods - 1
-        return groups
+        if req.get("gpuMemoryMiB"):
+            return math.ceil(req["gpuMemoryMiB"] / self.gpu_memory * 100), 100
+        return round(req["gpus"] * 100), 100
 
 
 def _odd_request(r: random.Random, devices: list[int], kinds: tuple[str, ...]) -> dict[str, Any]:
