@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from typing import Any
 
 from kaipolicy.framework.config import DEFAULT_PLUGINS
@@ -58,6 +59,25 @@ class _Node:
             self.whole -= int(req["gpus"])
         self.cpu, self.memory, self.pods = self.cpu - cpu, self.memory - mem, self.pods - 1
         return groups
+
+
+def _placed(r: random.Random, nodes: list[_Node], req: dict[str, Any], size: int, packed: bool,
+            state: Callable[[], str]) -> list[dict[str, Any]]:
+    """Up to `size` pods of `req` placed on `nodes` in a random order (`packed`: each next one on
+    the node the last one took first, if it fits), each with the state `state()` gives."""
+    tasks: list[dict[str, Any]] = []
+    last: _Node | None = None
+    for _ in range(size):
+        candidates = r.sample(nodes, len(nodes))
+        if packed and last is not None:
+            candidates = [last] + [n for n in candidates if n is not last]
+        for node in candidates:
+            groups = node.take(req, r)
+            if groups is not None:
+                tasks.append({"state": state(), "node": node.name, **({"gpuGroups": groups} if groups else {})})
+                last = node
+                break
+    return tasks
 
 
 def scenario(seed: int) -> dict[str, Any]:
@@ -243,18 +263,7 @@ def three_level_gangs(seed: int) -> dict[str, Any]:
         else:
             size, req, priority = r.randint(1, 4), {"cpuMillis": 1000, "memoryBytes": 2 * 2**30}, 100
         packed = r.random() < 0.6
-        tasks: list[dict[str, Any]] = []
-        last: _Node | None = None
-        for _ in range(size):
-            candidates = r.sample(nodes, len(nodes))
-            if packed and last is not None:
-                candidates = [last] + [n for n in candidates if n is not last]
-            for node in candidates:
-                groups = node.take(req, r)
-                if groups is not None:
-                    tasks.append({"state": "Running", "node": node.name, **({"gpuGroups": groups} if groups else {})})
-                    last = node
-                    break
+        tasks = _placed(r, nodes, req, size, packed, lambda: "Running")
         if not tasks:
             continue
         minimum = len(tasks) if kind != "elastic" or len(tasks) == 1 else r.randint(1, len(tasks) - 1)
@@ -705,19 +714,7 @@ def odd_fractions(seed: int) -> dict[str, Any]:
         req = _odd_request(r, devices, ("fraction", "fraction", "fraction", "memory", "memory", "whole", "cpu"))
         size = r.choice((1, 1, 1, 2, 3, 4))
         packed = r.random() < 0.5
-        tasks: list[dict[str, Any]] = []
-        last: _Node | None = None
-        for _ in range(size):
-            candidates = r.sample(all_nodes, len(all_nodes))
-            if packed and last is not None:
-                candidates = [last] + [n for n in candidates if n is not last]
-            for node in candidates:
-                groups = node.take(req, r)
-                if groups is not None:
-                    state = "Releasing" if r.random() < 0.04 else "Running"
-                    tasks.append({"state": state, "node": node.name, **({"gpuGroups": groups} if groups else {})})
-                    last = node
-                    break
+        tasks = _placed(r, all_nodes, req, size, packed, lambda: "Releasing" if r.random() < 0.04 else "Running")
         if not tasks:
             continue
         queue = r.choice(wanting if r.random() < 0.15 or not running else running)
