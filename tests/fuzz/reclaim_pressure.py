@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kaipolicy.framework.config import DEFAULT_PLUGINS
@@ -61,7 +61,7 @@ class _Node:
         return groups
 
 
-def _placed(r: random.Random, nodes: list[_Node], req: dict[str, Any], size: int, packed: bool,
+def _placed(r: random.Random, nodes: Sequence[_Node], req: dict[str, Any], size: int, packed: bool,
             state: Callable[[], str]) -> list[dict[str, Any]]:
     """Up to `size` pods of `req` placed on `nodes` in a random order (`packed`: each next one on
     the node the last one took first, if it fits), each with the state `state()` gives."""
