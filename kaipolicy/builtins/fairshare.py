@@ -229,15 +229,13 @@ class Shares:
         the block only: on leaving it every amount on the job's queue path is given back its
         exact value (not taken off again, which could round differently). Nothing else of the
         session moves: no pod, no node."""
-        path = [share for triple in self._path_of_shares(job.queue) for share in triple]
-        kept = [(sh.allocated, sh.allocated_non_preemptible) for sh in path]
+        kept = self.allocations_on_path(job.queue)
         try:
             for t in tasks:
                 self.on_allocate(job, t, +1.0)
             yield
         finally:
-            for sh, (allocated, non_preemptible) in zip(path, kept):
-                sh.allocated, sh.allocated_non_preemptible = allocated, non_preemptible
+            self.restore_allocations(kept)
 
     def allocations_on_path(self, queue: str) -> ShareValues:
         """What `on_allocate` changes for a job of `queue` (each share's allocation up the queue's

@@ -155,7 +155,8 @@ class Statement:
         # path as they are, so that a rollback gives them back exactly rather than by adding and
         # taking off again, which leaves float remainders (a fraction added and taken off need not
         # come back to the same sum): a rolled-back simulation then leaves the shares as it found
-        # them, whether it was run or a shortcut stood in for it.
+        # them, whether it was run or a shortcut stood in for it. An allocation always records them,
+        # as it records its node: converting allocations to pipelines takes their records out.
         queue = ssn.cluster.jobs[task.job].queue
         shares = None
         if queue not in self._kept_queues or kind == "allocate":
