@@ -442,9 +442,9 @@ def _settled(task: Task, deleted: bool) -> tuple[str, str, list[str]]:
     s = task.status
     if s == Status.BINDING:
         return Status.RUNNING.value, task.node, list(task.gpu_groups)
-    if s == Status.PIPELINED:
-        return Status.PENDING.value, "", list(task.gpu_groups)
-    if s == Status.RELEASING and not deleted:
-        return Status.PENDING.value, "", list(task.gpu_groups)
+    # A pipelined pod was never bound, and an evicted one comes back as a new pod: neither carries
+    # the GPU-group label the binder writes, so both go back to pending without groups.
+    if s == Status.PIPELINED or (s == Status.RELEASING and not deleted):
+        return Status.PENDING.value, "", []
     # every other state stays as it is, node included (a Pending pod may name a node)
     return s.value, task.node or "", list(task.gpu_groups)

@@ -138,6 +138,28 @@ def test_binding_runs_and_pipelined_and_releasing_pods_return_to_pending_after_a
     assert after.jobs["d"].tasks["d-0"].status == Status.RELEASING
 
 
+def test_pipelined_and_evicted_shared_pods_return_to_pending_without_their_gpu_groups() -> None:
+    # Only the binder labels a pod with its GPU group: a pipelined pod was never bound and an
+    # evicted one comes back as a new pod, so neither names a group next cycle. A bound pod, and a
+    # releasing pod of a deleted job, keep theirs.
+    shared = {"gpus": 0.5, "cpuMillis": 1, "memoryBytes": 1}
+    scn = scenario([node("n0", gpus=2)], [
+        job("b", perTask=shared, tasks=[{"state": "Running", "node": "n0", "gpuGroups": ["g0"]}]),
+        job("p", perTask=shared, tasks=[{"state": "Running", "node": "n0", "gpuGroups": ["g0"]}]),
+        job("r", perTask=shared, tasks=[{"state": "Releasing", "node": "n0", "gpuGroups": ["g1"]}]),
+        job("d", perTask=shared, tasks=[{"state": "Releasing", "node": "n0", "gpuGroups": ["g1"]}], deleted=True),
+    ])
+    cluster = scn.snapshot()
+    cluster.jobs["b"].tasks["b-0"].status = Status.BINDING
+    cluster.jobs["p"].tasks["p-0"].status = Status.PIPELINED
+    scn.settle(cluster)
+    groups = {j["name"]: (j["tasks"][0]["state"], j["tasks"][0]["gpuGroups"]) for j in scn.jobs}
+    assert groups == {"b": ("Running", ["g0"]), "p": ("Pending", []), "r": ("Pending", []),
+                      "d": ("Releasing", ["g1"])}
+    after = scn.snapshot()
+    assert after.jobs["p"].tasks["p-0"].gpu_groups == [] and after.jobs["r"].tasks["r-0"].gpu_groups == []
+
+
 def test_the_default_department_holds_queues_without_a_parent() -> None:
     scn = scenario([node("n0")], [job("j")], queues=[{"name": "q0"}])
     cluster = scn.snapshot()
