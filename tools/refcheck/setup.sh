@@ -81,6 +81,17 @@ if [ "$(grep -c gorefReplaced "$STATEMENT")" -lt 5 ]; then
   echo "setup.sh: the GOREF_EXACT_MOVE_ROLLBACKS switch did not find its places in $STATEMENT" >&2
   exit 1
 fi
+# A fourth switch, off unless GOREF_SORTED_VICTIM_NODES=1: the nodes of a scenario's latest
+# victim job are tried in name order (as kaipolicy tries them) instead of a Go map's order. It
+# removes one source of map order only; a seed whose Go outcomes collapse to kaipolicy's with it
+# on differed by that order.
+SOLVER="$OUT/kai/pkg/scheduler/actions/common/solvers/by_pod_solver.go"
+perl -0pi -e 's/^import \(\n/import (\n\t"os"\n\t"sort"\n/m unless /^\t"sort"$/m;
+  s/^\treturn maps\.Keys\(pjNodeNames\)\n/\tkeys := maps.Keys(pjNodeNames)\n\tif os.Getenv("GOREF_SORTED_VICTIM_NODES") == "1" {\n\t\tsort.Strings(keys)\n\t}\n\treturn keys\n/m' "$SOLVER"
+if ! grep -q GOREF_SORTED_VICTIM_NODES "$SOLVER"; then
+  echo "setup.sh: the GOREF_SORTED_VICTIM_NODES switch found no place in $SOLVER" >&2
+  exit 1
+fi
 mkdir -p "$OUT/kai/pkg/scheduler/actions/zzharness"
 cp "$HERE/harness_test.go" "$OUT/kai/pkg/scheduler/actions/zzharness/"
 # the reference's benchmark shapes with the actions alone timed (run with go test -bench ActionsAlone)
