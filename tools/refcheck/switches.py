@@ -9,7 +9,9 @@ Every run has the victim-node order switched off (GOREF_SORTED_VICTIM_NODES=1; t
 come from the current setup.sh). The combinations, in order: none (the seed agrees on a second
 look: map order left), kaipolicy's moved-victim rule off (KAI_MOVED_VICTIMS=1), each of the
 reference's drift switches alone, then each with the rule off (README, "Known drift in the
-reference"). A seed no combination explains is run once more with HARNESS_NODES=1, and the lines
+reference"). Where none explains a seed whose consolidation caps its victims, the same search
+runs on the seed with the cap off (README, "Consolidation's victim cap"). A seed still
+unexplained is run once more with HARNESS_NODES=1, and the lines
 where the reference's own node accounting goes below zero (idle or releasing GPUs) are counted:
 the shared-group drift, which has no switch, shows there.
 """
@@ -36,7 +38,8 @@ COMBINATIONS: list[tuple[str, dict[str, str]]] = [
     ("move roll-backs drift", {"GOREF_EXACT_MOVE_ROLLBACKS": "1"}),
     ("moves drift", {"GOREF_EXACT_MOVES": "1"}),
     ("moved-victim rule + guards drift", {"KAI_MOVED_VICTIMS": "1", "GOREF_EXACT_GUARDS": "1"}),
-    ("moved-victim rule + move roll-backs drift", {"KAI_MOVED_VICTIMS": "1", "GOREF_EXACT_MOVE_ROLLBACKS": "1"}),
+    ("moved-victim rule + move roll-backs drift",
+     {"KAI_MOVED_VICTIMS": "1", "GOREF_EXACT_MOVE_ROLLBACKS": "1"}),
     ("moved-victim rule + moves drift", {"KAI_MOVED_VICTIMS": "1", "GOREF_EXACT_MOVES": "1"}),
 ]
 SWITCHES = ("KAI_MOVED_VICTIMS", "GOREF_EXACT_GUARDS", "GOREF_EXACT_MOVE_ROLLBACKS", "GOREF_EXACT_MOVES")
@@ -60,6 +63,15 @@ def switched(env: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def uncapped(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The scenario with consolidation's victim cap off (README, "Consolidation's victim cap"), or
+    None when it has no cap to take off (the cap is on unless the scenario sets it to 0)."""
+    params = doc.get("params") or {}
+    if "consolidation" not in (doc.get("actions") or []) or params.get("maxConsolidationPreemptees") == 0:
+        return None
+    return {**doc, "params": {**params, "maxConsolidationPreemptees": 0}}
+
+
 def explain(doc: dict[str, Any], k: int) -> str:
     for label, env in COMBINATIONS:
         with switched(env):
@@ -69,6 +81,10 @@ def explain(doc: dict[str, Any], k: int) -> str:
         if not env and all("__PANIC__" in d["outcome"] for d in s["go_distinct"]):
             # (only without switches: a switch may move the reference onto a path that panics)
             return f"Go panics in every run: {s['go_distinct'][0]['outcome']['__PANIC__'][0][:160]}"
+    free = uncapped(doc)
+    if free is not None:
+        # the cap's own map order hides what is left: the same search on the scenario without it
+        return "with consolidation's victim cap off: " + explain(free, k)
     return "none; " + negative_accounting(doc)
 
 
