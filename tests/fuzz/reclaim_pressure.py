@@ -630,6 +630,8 @@ def slots_in_domains(seed: int) -> dict[str, Any]:
 
 
 _ODD = (0.07, 0.14, 0.28, 0.55, 0.56, 0.29, 0.71, 0.72, 0.44, 0.45)
+#: what the running and the pending pods of `odd_fractions` ask, drawn alike
+_ODD_KINDS = ("fraction", "fraction", "fraction", "memory", "memory", "whole", "cpu")
 
 
 class _OddNode(_Node):
@@ -711,7 +713,7 @@ def odd_fractions(seed: int) -> dict[str, Any]:
     j = 0
     while sum(n.whole for n in nodes) > gpus * (1 - fill) and j < 40:
         j += 1
-        req = _odd_request(r, devices, ("fraction", "fraction", "fraction", "memory", "memory", "whole", "cpu"))
+        req = _odd_request(r, devices, _ODD_KINDS)
         size = r.choice((1, 1, 1, 2, 3, 4))
         packed = r.random() < 0.5
         tasks = _placed(r, all_nodes, req, size, packed, lambda: "Releasing" if r.random() < 0.04 else "Running")
@@ -722,7 +724,7 @@ def odd_fractions(seed: int) -> dict[str, Any]:
                      "createdMinutesAgo": r.choice((10, 20, 30, 60)), "perTask": req,
                      "minAvailable": r.randint(1, len(tasks)), "tasks": tasks})
     for j in range(r.randint(2, 6)):
-        req = _odd_request(r, devices, ("fraction", "fraction", "fraction", "memory", "memory", "whole", "cpu"))
+        req = _odd_request(r, devices, _ODD_KINDS)
         size = r.choice((1, 1, 2, 3, 4))
         queue = r.choice(wanting) if r.random() < 0.75 else r.choice(names)
         jobs.append({"name": f"want{j}", "queue": queue, "priority": r.choice((50, 75, 100, 100, 125)),
